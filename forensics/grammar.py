@@ -1,0 +1,104 @@
+"""One cached loader for every grammar in ``grammars/``, built with the project's options.
+
+Grammars are LALR with the contextual lexer; a transformer passed in is applied while parsing (no tree).
+Start rules are families: a start rule's name is its event kind with ``.`` spelled ``__``, and the
+terminals named ``A_<FAMILY>…`` are that family's anchor phrases, from which the fast path builds its
+prefilter.
+
+>>> g = family_grammar("kernel")
+>>> g.families[0]
+'gpu.xid'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from lark import Lark, Transformer
+from lark.grammar import Rule
+
+from .errors import ForensicsError
+
+
+def grammar_dir() -> Path:
+    """The folder holding the ``.lark`` files (inside the wheel, or the source tree in development)."""
+    return Path(str(resources.files("forensics.grammars")))
+
+
+def kind_of(rule_name: str) -> str:
+    """``gpu__xid`` → ``gpu.xid``."""
+    return rule_name.replace("__", ".", 1)
+
+
+def rule_of(kind: str) -> str:
+    """``gpu.xid`` → ``gpu__xid``."""
+    return kind.replace(".", "__", 1)
+
+
+@dataclass(frozen=True)
+class FamilyGrammar:
+    """A grammar whose start rules are families, in file order, with their anchor regexes."""
+
+    name: str
+    families: tuple[str, ...]
+    anchors: dict[str, tuple[str, ...]]
+    source: str
+
+    def anchor_regex(self, kind: str) -> str:
+        """The family's anchors as one regex for an unanchored search (Rust or Python syntax)."""
+        return "|".join(f"(?:{_for_search(a)})" for a in self.anchors[kind])
+
+    def prefilter_regex(self) -> str:
+        """Every family's anchors as one regex: a record that no part matches belongs to no family."""
+        return "|".join(self.anchor_regex(k) for k in self.families)
+
+
+def _for_search(pattern: str) -> str:
+    # A leading lazy "anything" only positions the anchor for the parser; a search needs none of it,
+    # and the Rust regex engine finds literal prefixes faster without it.
+    pattern = re.sub(r"^\[\^\\n\][*+]\?", "", pattern)
+    return pattern.replace("\\/", "/")
+
+
+@cache
+def family_grammar(name: str) -> FamilyGrammar:
+    """Read ``grammars/<name>.lark`` and list its families (start rules) and anchors."""
+    path = grammar_dir() / f"{name}.lark"
+    try:
+        source = path.read_text("utf-8")
+    except OSError as exc:
+        raise ForensicsError(f"grammar {name!r} not found at {path}: {exc}") from exc
+    families = tuple(
+        kind_of(m.group(1)) for m in re.finditer(r"^([a-z]+__[a-z_]+)\s*:", source, flags=re.MULTILINE)
+    )
+    anchors: dict[str, tuple[str, ...]] = {}
+    for kind in families:
+        prefix = "A_" + rule_of(kind).upper()
+        found = re.findall(rf"^{prefix}(?:_\d+)?\s*:\s*/(.*)/\s*$", source, flags=re.MULTILINE)
+        anchors[kind] = tuple(found)
+    return FamilyGrammar(name=name, families=families, anchors=anchors, source=source)
+
+
+@cache
+def parser(name: str, transformer: type[Transformer] | None = None, *, strict: bool = False) -> Lark:
+    """The LALR parser for ``grammars/<name>.lark`` with every family as a start rule."""
+    grammar = family_grammar(name)
+    return Lark.open(
+        str(grammar_dir() / f"{name}.lark"),
+        parser="lalr",
+        lexer="contextual",
+        start=[rule_of(k) for k in grammar.families],
+        transformer=transformer() if transformer else None,
+        strict=strict,
+        maybe_placeholders=False,
+    )
+
+
+def rule_aliases(lark: Lark) -> set[str]:
+    """Every alias used by the grammar's rules (each must be an event kind)."""
+    rules: list[Rule] = lark.rules
+    return {r.alias for r in rules if r.alias}

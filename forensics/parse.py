@@ -1,0 +1,120 @@
+"""Parse one file with the source that fits it: ``parse_file(path) -> pyarrow.Table`` of events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import sources
+from .errors import InputError
+from .schema import FILES
+from .sources.base import SourceResult, events_table
+
+#: How much of a file sniffing reads.
+SNIFF_BYTES = 64 * 1024
+#: Below this confidence no source claims a file, and ``auto`` falls back to the kernel source's
+#: ``other`` rows so that nothing is lost.
+MIN_CONFIDENCE = 0.05
+ON_ERROR = ("keep", "warn", "raise")
+
+
+@dataclass
+class Parsed:
+    """The rows of one input and its ``files`` row."""
+
+    events: pa.Table
+    files: pa.Table
+    source: str | None
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of ``path``, or an InputError that says why they cannot be read."""
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory (use `forensics ingest` for incident folders)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_bytes(
+    data: bytes,
+    *,
+    file: str,
+    source: str = "auto",
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+) -> Parsed:
+    """Parse ``data`` (the content of ``file``) into events and its ``files`` row."""
+    if on_error not in ON_ERROR:
+        raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    if source == "auto":
+        name, confidence = sources.sniff(data[:SNIFF_BYTES].decode("utf-8", "replace"))
+        chosen = name if name and confidence >= MIN_CONFIDENCE else None
+    else:
+        sources.get(source)
+        chosen = source
+    module = sources.get(chosen or "kernel")
+    result: SourceResult = module.parse(
+        data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
+    )
+    error = result.error
+    if result.invalid_utf8_lines:
+        note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
+        error = f"{error}; {note}" if error else note
+    files = pa.Table.from_pylist(
+        [
+            {
+                "incident": incident, "file": file, "source": chosen, "bytes": len(data),
+                "lines": result.lines, "records": result.records, "unparsed": result.unparsed,
+                "error": error,
+            }
+        ],
+        schema=FILES,
+    )  # fmt: skip
+    return Parsed(events=result.events, files=files, source=chosen)
+
+
+def parse_file(
+    path: str | Path,
+    *,
+    source: str = "auto",
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+) -> pa.Table:
+    """Parse one log file into the ``events`` table.
+
+    ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
+    stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
+    ``on_error``: ``keep`` (unparsed records become ``unparsed`` rows), ``warn`` (also noted in the
+    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`).
+
+    >>> import forensics, tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+    ...     _ = f.write("[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\\n")
+    >>> t = forensics.parse_file(f.name); os.unlink(f.name)
+    >>> t.column("kind")[0].as_py(), t.column("gpu")[0].as_py(), t.column("code")[0].as_py()
+    ('gpu.xid', '0000:3b:00.0', 79)
+    """
+    return parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
+                      on_error=on_error).events  # fmt: skip
+
+
+def parse_path(path: str | Path, **options: object) -> Parsed:
+    """Like :func:`parse_file` but also returns the ``files`` row."""
+    return parse_bytes(read_bytes(path), file=str(path), **options)  # type: ignore[arg-type]
+
+
+def empty_events() -> pa.Table:
+    return events_table([])

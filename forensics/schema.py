@@ -1,0 +1,154 @@
+"""The five Arrow schemas every part of gpu-forensics reads and writes, and the event vocabulary.
+
+The column names, order and types are the contract in DESIGN.md ("Tables"); a test compares them.
+
+>>> from forensics.schema import EVENTS
+>>> EVENTS.names[:4]
+['incident', 'host', 'source', 'file']
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+EVENTS = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("ts", TS),
+        pa.field("uptime_s", pa.float64()),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("severity", pa.string(), nullable=False),
+        pa.field("gpu", pa.string()),
+        pa.field("rank", pa.int32()),
+        pa.field("pid", pa.int64()),
+        pa.field("code", pa.int64()),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("detail", pa.string(), nullable=False),
+    ]
+)
+
+GPUS = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("ts", TS),
+        # identity
+        pa.field("gpu", pa.string()),
+        pa.field("uuid", pa.string()),
+        pa.field("serial", pa.string()),
+        pa.field("product", pa.string()),
+        pa.field("minor", pa.int32()),
+        pa.field("driver", pa.string()),
+        pa.field("cuda", pa.string()),
+        pa.field("vbios", pa.string()),
+        # PCIe link
+        pa.field("pcie_gen_current", pa.int32()),
+        pa.field("pcie_gen_max", pa.int32()),
+        pa.field("pcie_width_current", pa.int32()),
+        pa.field("pcie_width_max", pa.int32()),
+        pa.field("pcie_replays", pa.int64()),
+        pa.field("pcie_replay_rollovers", pa.int64()),
+        # ECC
+        pa.field("ecc_volatile_corrected", pa.int64()),
+        pa.field("ecc_volatile_uncorrected", pa.int64()),
+        pa.field("ecc_aggregate_corrected", pa.int64()),
+        pa.field("ecc_aggregate_uncorrected", pa.int64()),
+        pa.field("retired_pages_sbe", pa.int64()),
+        pa.field("retired_pages_dbe", pa.int64()),
+        pa.field("retired_pages_pending", pa.bool_()),
+        pa.field("remapped_rows_correctable", pa.int64()),
+        pa.field("remapped_rows_uncorrectable", pa.int64()),
+        pa.field("remapped_rows_pending", pa.bool_()),
+        pa.field("remapped_rows_failure", pa.bool_()),
+        # thermals, power, clocks
+        pa.field("temp_gpu_c", pa.float64()),
+        pa.field("temp_memory_c", pa.float64()),
+        pa.field("power_draw_w", pa.float64()),
+        pa.field("power_limit_w", pa.float64()),
+        pa.field("clock_sm_mhz", pa.float64()),
+        pa.field("clock_mem_mhz", pa.float64()),
+        pa.field("clocks_event_reasons", pa.list_(pa.string())),
+        pa.field("reset_required", pa.bool_()),
+        pa.field("drain_and_reset_recommended", pa.bool_()),
+    ]
+)
+
+METRICS = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("rank", pa.int32()),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("ts", TS),
+        pa.field("step", pa.int64()),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),
+    ]
+)
+
+FILES = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("lines", pa.int64(), nullable=False),
+        pa.field("records", pa.int64(), nullable=False),
+        pa.field("unparsed", pa.int64(), nullable=False),
+        pa.field("error", pa.string()),
+    ]
+)
+
+INCIDENTS = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("hosts", pa.list_(pa.string())),
+        pa.field("first_ts", TS),
+        pa.field("last_ts", TS),
+        pa.field("labels", pa.string()),  # JSON object from incident.toml
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "events": EVENTS,
+    "gpus": GPUS,
+    "metrics": METRICS,
+    "files": FILES,
+    "incidents": INCIDENTS,
+}
+
+SEVERITIES = ("debug", "info", "notice", "warning", "error", "critical")
+
+#: The event vocabulary of DESIGN.md plus the kinds this project added (marked "added").
+#: Extend it, never rename it: rules, tests and users match on these strings.
+KINDS: frozenset[str] = frozenset(
+    {
+        "gpu.xid", "gpu.sxid", "gpu.off_bus", "gpu.driver",
+        "pcie.aer", "pcie.link",
+        "net.nic", "net.link",
+        "host.mce", "host.edac", "host.oom_kill", "host.hung_task", "host.soft_lockup",
+        "host.panic", "host.segfault", "host.cpu_throttle", "host.boot",
+        "host.oops", "host.warning",  # added: kernel Oops/BUG and WARNING splats
+        "disk.io_error", "disk.nvme", "fs.error", "fs.readonly",
+        "nccl.version", "nccl.init", "nccl.warn", "nccl.net_error", "nccl.error_chain",
+        "torch.watchdog_timeout", "torch.heartbeat_timeout", "torch.nccl_error",
+        "cuda.illegal_address", "cuda.device_assert", "cuda.launch_failure", "cuda.ecc",
+        "cuda.oom", "cuda.error",
+        "py.exception", "job.child_failed", "job.exit",
+        "train.loss_nonfinite", "train.grad_nonfinite", "train.overflow", "train.stall",
+        "gpu.ecc_uncorrectable", "gpu.remap_pending", "gpu.remap_failure", "gpu.retired_pages",
+        "gpu.pcie_degraded", "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.power_slowdown",
+        "gpu.missing", "gpu.reset_required",
+        "svc.failed",
+        "other", "unparsed",
+    }
+)  # fmt: skip

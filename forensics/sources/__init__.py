@@ -1,0 +1,40 @@
+"""The ordered registry of sources. Adding a source: a module here with ``NAME``, ``FORMS``, ``sniff``
+and ``parse``, its grammar in ``grammars/``, golden files in ``tests/golden/<name>/``, a line in
+``SOURCES`` below, and a row in CONTRIBUTING.md.
+
+>>> get("kernl")
+Traceback (most recent call last):
+...
+forensics.errors.UnknownSourceError: Unknown source 'kernl'. Did you mean 'kernel'?
+"""
+
+from __future__ import annotations
+
+import difflib
+from types import ModuleType
+
+from ..errors import UnknownSourceError
+from . import kernel
+
+#: Sources in the order sniffing tries them.
+SOURCES: dict[str, ModuleType] = {kernel.NAME: kernel}
+
+
+def get(name: str) -> ModuleType:
+    """The source module registered as ``name``."""
+    try:
+        return SOURCES[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(SOURCES), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else f" Known sources: {', '.join(SOURCES)}."
+        raise UnknownSourceError(f"Unknown source {name!r}.{hint}") from None
+
+
+def sniff(head: str) -> tuple[str | None, float]:
+    """The source most likely to have produced a file starting with ``head``, and the confidence."""
+    best: tuple[str | None, float] = (None, 0.0)
+    for name, module in SOURCES.items():
+        score = module.sniff(head)
+        if score > best[1]:
+            best = (name, score)
+    return best

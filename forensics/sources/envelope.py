@@ -1,0 +1,230 @@
+"""The envelope of a log line: its stamp, host, facility/level, syslog identifier, and the message after it.
+
+One anchored regex, with a named group per printed form, reads the prefix of every line at once in
+Polars (Rust). Only the prefix is captured, so the work per line is a few dozen bytes however long the
+message is. Forms (PROVENANCE.md "Format variants seen", FACTS.md §C3):
+
+=====================  ==========================================================================
+form                   example
+=====================  ==========================================================================
+``mono``               ``[ 1843.308145] msg``; ``-r``: ``<6>[ 1.5] msg``; caller id ``[  T291]``
+``rel``                ``[  +0.000844] msg`` (``dmesg --reltime``/``-d`` deltas; ``[Sep19 16:18]``)
+``ctime``              ``[Mon Oct  3 13:52:42 2022] msg`` (``dmesg -T``/``--ctime``, local time)
+``iso``                ``2025-01-21T04:41:44,283302+00:00 msg``, with ``-x`` ``kern  :warn  : ``
+``syslog``             ``Sep 19 16:18:02 bubz kernel: [68183.6] msg`` (any month locale, host optional)
+``syslog_iso``         ``2025-01-02T15:20:12+0800 host kernel: msg`` (journal short-iso, rsyslog)
+``journal_mono``       ``[    1.241863] archlinux kernel: msg`` (journalctl -o short-monotonic)
+``kmsg``               ``6,1234,5678901234,-;msg`` (/dev/kmsg records; `` KEY=value`` continuations)
+``rfc5424``            ``<14>1 2024-01-02T03:04:05Z host kernel - - - msg``
+``talos``              ``10.0.0.7: kern: warning: [2026-04-22T21:27:51.29087688Z]: msg``
+``none``               ``kernel: NVRM: …`` or bare ``NVRM: …``
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from importlib import resources
+
+import polars as pl
+
+_FACILITY = r"kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7]"
+_LEVEL = r"emerg|alert|crit|err|warn|warning|notice|info|debug"
+_MONTH = r"(?:[^\W\d_]{3,5}\.?|\d{1,2}[月월])"
+
+ENVELOPE = (
+    r"^(?P<env>"
+    r"<(?P<p5>\d{1,3})>1 (?P<ts5>\S+) (?P<h5>\S+) (?P<a5>\S+) (?P<pid5>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"
+    r"|(?P<kpri>\d{1,3}),(?P<kseq>\d+),(?P<kus>\d+),[^;]*;"
+    r"|(?:<(?P<pri>\d{1,3})>)?"
+    rf"(?:(?P<tip>[\w.:-]+): (?P<tfac>{_FACILITY}): (?P<tlvl>\w+): \[(?P<tts>\d{{4}}-[^\]]+)\]:)?"
+    rf"(?:(?P<xfac>{_FACILITY}) *:(?P<xlvl>{_LEVEL}) *: )?"
+    r"(?:\[ *(?P<mono>\d+\.\d+)(?: <\s*(?P<delta>\d+\.\d+)>)?\]"
+    r"|\[ *\+(?P<rel>\d+\.\d+)\]"
+    r"|\[(?P<human>[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d)\]"
+    r"|\[(?P<ctime>\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    rf"|(?P<sys>{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?))?"
+    r"(?:\[ *(?P<caller>[TC]\d+)\])?"
+    r" ?"
+    r"(?P<kpfx>kernel(?:\[\d+\])?: )?"
+    r")"
+)
+
+#: After a syslog-style stamp: ``[host] ident[pid]: [uptime] [caller]``.
+SYSLOG_HEAD = (
+    r"^(?P<head> *(?:(?P<host>[^\s:\[\]]+) +)?(?P<ident>[^\s:\[\]]+)(?:\[(?P<ipid>\d+)\])?: "
+    r"(?:\[ *(?P<kup>\d+\.\d+)\] ?)?(?:\[ *(?P<kcaller>[TC]\d+)\] ?)?)"
+)
+
+_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "rel", "human", "ctime", "iso", "sys"]
+
+_LEVEL_NAMES = {
+    "emerg": "critical", "alert": "critical", "crit": "critical", "err": "error", "error": "error",
+    "warn": "warning", "warning": "warning", "notice": "notice", "info": "info", "debug": "debug",
+}  # fmt: skip
+_PRIORITY = ["critical", "critical", "critical", "error", "warning", "notice", "info", "debug"]
+
+
+@cache
+def month_numbers() -> dict[str, int]:
+    """Lower-cased, dot-less month abbreviations of every locale in ``data/months.toml`` → 1..12."""
+    table = tomllib.loads(resources.files("forensics.data").joinpath("months.toml").read_text("utf-8"))
+    out: dict[str, int] = {}
+    for names in table.values():
+        for number, name in enumerate(names, start=1):
+            if out.setdefault(name, number) != number:
+                raise ValueError(f"months.toml: {name!r} means two different months")
+    return out
+
+
+def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame:
+    """Split every line into envelope columns and ``msg``.
+
+    Columns: ``form``, ``level`` (normalized severity or null), ``host``, ``ident``, ``ipid``,
+    ``uptime_s``, ``delta_s``, ``stamp`` (the printed wall-clock stamp), ``stamp_kind``
+    (``iso``/``ctime``/``syslog``/``human``), ``caller``, ``msg``, ``stamped`` (the line had a stamp).
+    ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a host (journalctl
+    short-monotonic) rather than being plain dmesg; ``None`` decides from the lines themselves.
+    """
+    df = pl.DataFrame({"raw": lines}).lazy().with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
+    df = df.unnest("e").with_columns(rest=pl.col("raw").str.strip_prefix(pl.col("env")))
+    df = df.collect()
+    iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
+    if journal_mono is None:
+        journal_mono = _looks_journal_mono(df)
+    sysish = pl.col("sys").is_not_null() | iso_sys
+    if journal_mono:
+        sysish = sysish | pl.col("mono").is_not_null()
+    sysish = sysish & pl.col("kpfx").is_null() & pl.col("p5").is_null()
+    if df.select(sysish.any()).item():
+        head = pl.col("rest").str.extract_groups(SYSLOG_HEAD)
+        df = (
+            df.lazy()
+            .with_columns(h=pl.when(sysish).then(head))
+            .unnest("h")
+            .with_columns(rest=pl.col("rest").str.strip_prefix(pl.col("head").fill_null("")))
+            .collect()
+        )
+    else:
+        df = df.with_columns(
+            head=pl.lit(None, pl.String), host=pl.lit(None, pl.String), ident=pl.lit(None, pl.String),
+            ipid=pl.lit(None, pl.String), kup=pl.lit(None, pl.String), kcaller=pl.lit(None, pl.String),
+        )  # fmt: skip
+    level_from_pri = pl.coalesce("p5", "pri", "kpri").cast(pl.Int32, strict=False)
+    level = pl.coalesce(
+        pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
+        (level_from_pri % 8).replace_strict(dict(enumerate(_PRIORITY)), default=None, return_dtype=pl.String),
+    )
+    form = (
+        pl.when(pl.col("p5").is_not_null()).then(pl.lit("rfc5424"))
+        .when(pl.col("kpri").is_not_null()).then(pl.lit("kmsg"))
+        .when(pl.col("tts").is_not_null()).then(pl.lit("talos"))
+        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
+        .when(iso_sys).then(pl.lit("syslog_iso"))
+        .when(pl.col("iso").is_not_null()).then(pl.lit("iso"))
+        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
+        .when(pl.col("mono").is_not_null() & pl.col("ident").is_not_null()).then(pl.lit("journal_mono"))
+        .when(pl.col("mono").is_not_null()).then(pl.lit("mono"))
+        .when(pl.col("rel").is_not_null() | pl.col("human").is_not_null()).then(pl.lit("rel"))
+        .otherwise(pl.lit("none"))
+    )  # fmt: skip
+    stamp = pl.coalesce("ts5", "tts", "iso", "ctime", "sys", "human")
+    stamp_kind = (
+        pl.when(pl.coalesce("ts5", "tts", "iso").is_not_null()).then(pl.lit("iso"))
+        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
+        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
+        .when(pl.col("human").is_not_null()).then(pl.lit("human"))
+    )  # fmt: skip
+    uptime = pl.coalesce(
+        pl.col("kup").cast(pl.Float64, strict=False),
+        pl.col("mono").cast(pl.Float64, strict=False),
+        pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
+    )
+    return df.select(
+        form=form,
+        level=level,
+        host=pl.coalesce("h5", "tip", "host"),
+        ident=pl.coalesce(
+            pl.col("a5").replace("-", None), "ident", pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))
+        ),
+        ipid=pl.coalesce(pl.col("pid5").cast(pl.Int64, strict=False), pl.col("ipid").cast(pl.Int64, strict=False)),
+        uptime_s=uptime,
+        delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
+        stamp=stamp,
+        stamp_kind=stamp_kind,
+        caller=pl.coalesce("kcaller", "caller"),
+        stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
+        kernel_prefix=pl.col("kpfx").is_not_null(),
+        msg=pl.col("rest"),
+    )
+
+
+def _looks_journal_mono(df: pl.DataFrame) -> bool:
+    """True when most ``[ 1.2] …`` lines read ``host ident[pid]: …`` (journalctl short-monotonic)."""
+    sample = df.filter(pl.col("mono").is_not_null()).head(2000).get_column("rest")
+    if sample.is_empty():
+        return False
+    hits = sample.str.contains(r"^[^\s:\[\]]+ (?:kernel|[\w.@-]+\[\d+\]|systemd(?:-\w+)?): ").sum()
+    return hits * 2 > sample.len()
+
+
+def to_utc(
+    stamp: pl.Expr, kind: pl.Expr, *, year: int | None, timezone: str | None
+) -> tuple[pl.Expr, pl.Expr]:
+    """Expressions for the absolute time of a printed stamp and how it was obtained.
+
+    ISO stamps with an offset are exact (``printed``). Stamps without a zone (``dmesg -T``, syslog, ISO
+    without offset) are wall-clock times of the machine: read in ``timezone`` (``local``), or in UTC when
+    none is given (``assumed``). Year-less stamps (syslog, ``dmesg -H``) need ``year``; without it their
+    time stays unknown (null), never today's year. A year-less log that crosses New Year is followed
+    (the month going back by more than six means the next year).
+    """
+    tz = timezone or "UTC"
+    iso = stamp.str.replace(",", ".", literal=True).str.replace(r"Z$", "+0000").str.replace(
+        r"([+-]\d\d):(\d\d)$", "$1$2"
+    )
+    iso_zoned = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us")
+    iso_local = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
+    parts = stamp.str.extract_groups(
+        r"^(?:[^\s\d]\S* +)?(?P<mon>[^\s\d]\S*?|\d{1,2}[月월]) *(?P<day>\d{1,2}) "
+        r"(?P<hms>\d\d:\d\d(?::\d\d(?:\.\d+)?)?)(?: (?P<year>\d{4}))?$"
+    )
+    months = month_numbers()
+    month = (
+        parts.struct.field("mon").str.to_lowercase().str.strip_suffix(".")
+        .replace_strict(months, default=None, return_dtype=pl.Int32)
+    )  # fmt: skip
+    printed_year = parts.struct.field("year").cast(pl.Int32, strict=False)
+    if year is not None:
+        yearless_month = pl.when(printed_year.is_null()).then(month).forward_fill()
+        rollover = (yearless_month.diff().fill_null(0) < -6).cast(pl.Int32).cum_sum()
+        guessed_year = pl.lit(year, pl.Int32) + rollover
+    else:
+        guessed_year = pl.lit(None, pl.Int32)
+    wall = pl.concat_str(
+        pl.coalesce(printed_year, guessed_year).cast(pl.String),
+        pl.lit("-"),
+        month.cast(pl.String).str.zfill(2),
+        pl.lit("-"),
+        parts.struct.field("day").str.zfill(2),
+        pl.lit(" "),
+        parts.struct.field("hms"),
+    )
+    wall = pl.coalesce(
+        wall.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"),
+        wall.str.to_datetime("%Y-%m-%d %H:%M", strict=False, time_unit="us"),
+    )
+    local = (
+        pl.when(kind == "iso").then(iso_local).otherwise(wall)
+        .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+        .dt.convert_time_zone("UTC")
+    )  # fmt: skip
+    ts = pl.when(kind == "iso").then(pl.coalesce(iso_zoned, local)).otherwise(local)
+    how = (
+        pl.when(ts.is_null()).then(pl.lit(None, pl.String))
+        .when((kind == "iso") & iso_zoned.is_not_null()).then(pl.lit("printed"))
+        .otherwise(pl.lit("local" if timezone else "assumed"))
+    )  # fmt: skip
+    return ts, how

@@ -1,0 +1,776 @@
+"""Kernel logs: ``dmesg`` in every printed form, kern.log/syslog/journal kernel lines, /dev/kmsg, Talos.
+
+Producers and forms: see :mod:`forensics.sources.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
+``-x``, ``-r``, printk caller ids, ``--reltime``, ``/dev/kmsg``, RFC 3164/5424 syslog, journalctl
+``short*``, ``talosctl dmesg``, unstamped lines). Families (``grammars/kernel.lark``): ``gpu.xid``,
+``gpu.off_bus``, ``gpu.driver``, ``gpu.sxid``, ``pcie.aer``, ``pcie.link``, ``net.link``, ``net.nic``,
+``host.*`` (cpu_throttle, mce, edac, oom_kill, hung_task, soft_lockup, panic, oops, warning, segfault,
+boot), ``disk.nvme``, ``disk.io_error``, ``fs.readonly``, ``fs.error``; every other record is ``other``
+with a masked ``template``; a record whose family grammar rejects it is ``unparsed``.
+
+Stages, as every source has them: split into records → prefilter → Lark parse → transform → normalize.
+
+* **records**: continuation lines (unstamped indented lines, stack and register dumps, AER detail
+  lines, OOM report bodies, EDAC/MCE/mlx5 health dumps, SXid follow-ups; ``data/kernel_records.toml``)
+  join the record above them, computed for all lines at once in Polars.
+* **prefilter**: one regex made of the grammar's anchor terminals flags the records that may belong to a
+  family; only those reach Python.
+* **parse**: the record's text goes to the Lark start rules of the families whose anchors it has, in
+  grammar order; the first that accepts it gives the kind. :func:`parse_records` with ``full=True``
+  runs Lark on every record instead (the reference the fast path is tested against).
+
+Example, one Xid line of a ``dmesg -T`` capture::
+
+    [Fri Apr  5 21:29:39 2024] NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+
+becomes ``kind=gpu.xid code=79 gpu=0000:a1:00.0 severity=critical`` with ``detail`` ``{"pid": null,
+"process": null, "text": "GPU has fallen off the bus.", "name": "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
+"action": "RESTART_BM", …}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from lark import Token, Transformer, Tree
+from lark.exceptions import LarkError
+
+from .. import catalog
+from ..errors import ParseError
+from ..grammar import family_grammar, kind_of, parser
+from ..pci import canonical_bdf, requester_id_bdf
+from ..text import split_lines
+from . import envelope
+from .base import SourceResult, events_table, short_host
+
+NAME = "kernel"
+FORMS = (
+    "dmesg [secs.usecs]",
+    "dmesg -T / --ctime",
+    "dmesg --time-format iso (comma decimals, offsets)",
+    "dmesg -x / --decode facility:level",
+    "dmesg -r <N> priorities",
+    "printk caller ids [  T291]",
+    "dmesg --reltime / -d deltas [  +0.000844]",
+    "/dev/kmsg records",
+    "RFC 3164 syslog / kern.log (with or without host, embedded uptime, localized months)",
+    "RFC 5424 syslog",
+    "journalctl short, short-iso, short-precise, short-monotonic (kernel lines)",
+    "talosctl dmesg",
+    "unstamped lines (kernel: …, bare NVRM: …)",
+)
+
+#: How long the ``template`` of an ``other`` record may be; the message itself is never cut.
+TEMPLATE_CHARS = 256
+
+
+# ---------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class _RecordRules:
+    any_cont: str
+    context: dict[str, str]
+    heads: dict[str, str]
+
+
+@cache
+def _record_rules() -> _RecordRules:
+    data = tomllib.loads(resources.files("forensics.data").joinpath("kernel_records.toml").read_text("utf-8"))
+    context: dict[str, list[str]] = {}
+    for block in data["context"]:
+        context.setdefault(block["tag"], []).extend(block["patterns"])
+    heads: dict[str, list[str]] = {}
+    for block in data["head"]:
+        heads.setdefault(block["tag"], []).append(block["pattern"])
+    return _RecordRules(
+        any_cont=_alt(data["any"]),
+        context={tag: _alt(p) for tag, p in context.items()},
+        heads={tag: _alt(p) for tag, p in heads.items()},
+    )
+
+
+def _alt(patterns: list[str]) -> str:
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+@cache
+def _mask_regex() -> str:
+    data = tomllib.loads(resources.files("forensics.data").joinpath("masks.toml").read_text("utf-8"))
+    return _alt([m["regex"] for m in data["masks"]])
+
+
+def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
+    """Add ``rec`` (record number, from 0) and ``piece`` (the line's text inside its record) to ``env``."""
+    rules = _record_rules()
+    msg = pl.col("msg")
+    stamped = pl.col("stamped")
+    stamp_share = env.get_column("stamped").mean() if env.height else 0.0
+    blank = raw.str.strip_chars() == ""
+    marker = raw.str.contains(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
+    df = env.with_columns(blank=blank, marker=marker)
+    indented = ~stamped & msg.str.contains(r"^\s+\S")
+    # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
+    wrapped = ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
+    free = msg.str.contains(rules.any_cont)
+    head_tag = _tag_expr(rules.heads)
+    ctx_tag = _tag_expr(rules.context)
+    df = df.with_columns(
+        cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
+        htag=head_tag,
+        ctag=ctx_tag,
+    )
+    line_tag = (
+        pl.when(pl.col("blank") | pl.col("marker")).then(pl.lit(""))
+        .when(pl.col("htag").is_not_null()).then(pl.col("htag"))
+        .when(pl.col("ctag").is_not_null()).then(pl.col("ctag"))
+        .when(pl.col("cont0")).then(pl.lit(None, pl.String))
+        .otherwise(pl.lit(""))
+    )  # fmt: skip
+    df = df.with_columns(open_tag=line_tag.forward_fill().shift(1))
+    is_cont = (
+        ~pl.col("blank") & ~pl.col("marker") & pl.col("htag").is_null()
+        & (pl.col("cont0") | (pl.col("ctag").is_not_null() & (pl.col("open_tag") == pl.col("ctag"))))
+    )  # fmt: skip
+    start = ~is_cont | (pl.int_range(pl.len()) == 0)
+    piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg)
+    return df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start).drop(
+        "cont0", "htag", "ctag", "open_tag", "blank", "marker"
+    )
+
+
+def _tag_expr(tags: dict[str, str]) -> pl.Expr:
+    expr: Any = pl
+    for tag, regex in tags.items():
+        expr = expr.when(pl.col("msg").str.contains(regex)).then(pl.lit(tag))
+    return expr.otherwise(pl.lit(None, pl.String)) if tags else pl.lit(None, pl.String)
+
+
+# ---------------------------------------------------------------------------------------- grammar
+
+
+class _Parts(Transformer):
+    """Lark callbacks: each family returns ``{"kind": …, "tokens": …}`` plus the fields its rule names."""
+
+    def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
+        if "__" in data and not data.startswith("_"):  # a family; Lark's own helpers are "__…"
+            return {"kind": kind_of(data), "tokens": [c for c in children if isinstance(c, Token)],
+                    "parts": [c for c in children if not isinstance(c, Token)]}  # fmt: skip
+        return Tree(data, children, meta)
+
+    def xid_pid(self, children: list[Token]) -> tuple[str, str]:
+        return ("pid", str(children[0]))
+
+    def xid_name(self, children: list[Token]) -> tuple[str, str]:
+        return ("name", str(children[0]))
+
+
+def _family_order(text: str) -> list[str]:
+    """The families whose anchors appear on the record's first line, in grammar order."""
+    first = text.split("\n", 1)[0]
+    return [k for k, rx in _anchor_res() if rx.search(first)]
+
+
+@cache
+def _anchor_res() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    g = family_grammar(NAME)
+    return tuple((k, re.compile(g.anchor_regex(k))) for k in g.families)
+
+
+def parse_record(text: str, *, full: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse one record. Returns (fields, None) for a family, (None, None) for ``other``, or
+    (None, error) when every family whose anchors the record has rejected it.
+
+    ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path).
+    """
+    lark = parser(NAME, _Parts)
+    kinds = list(family_grammar(NAME).families) if full else _family_order(text)
+    error = None
+    for kind in kinds:
+        try:
+            parts = lark.parse(text, start=kind.replace(".", "__", 1))
+        except LarkError as exc:
+            if error is None and not full:
+                error = f"{kind}: {_short_error(exc, text)}"
+            continue
+        return _ENRICH.get(kind, _generic)(parts, text), None
+    return None, error
+
+
+def _short_error(exc: LarkError, text: str) -> str:
+    lines = str(exc).strip().splitlines()
+    where = ""
+    if hasattr(exc, "get_context"):
+        try:
+            where = " near " + repr(exc.get_context(text, span=24).splitlines()[0].strip())  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the context is a courtesy, never a second failure
+            where = ""
+    return (lines[0] if lines else type(exc).__name__) + where
+
+
+# ---------------------------------------------------------------------------------------- families
+# Each enricher turns the parsed parts and the record text into the row's kind-specific fields.
+
+_SEVERITY_BY_ACTION = {
+    "IGNORE": "warning", "RESTART_APP": "error", "CHECK_APP/CUDA": "error", "WORKFLOW_XID_13": "error",
+    "WORKFLOW_XID_31": "error", "WORKFLOW_XID_45": "warning", "RESET_GPU": "critical",
+    "RESTART_BM": "critical", "RESTART_VM": "critical", "WORKFLOW_XID_48": "critical",
+    "WORKFLOW_NVLINK_ERR": "critical", "WORKFLOW_NVLINK5_ERR": "error", "CONTACT_SUPPORT": "critical",
+    "CHECK_MECHANICALS": "critical", "UPDATE_SWFW": "error", "XID_154": "warning",
+}  # fmt: skip
+
+
+def _row(kind: str, severity: str, fields: dict[str, Any] | None = None, *, gpu: str | None = None,
+         pid: int | None = None, code: int | None = None, **detail: Any) -> dict[str, Any]:  # fmt: skip
+    """A family row; ``fields`` and the keywords left over make its ``detail``."""
+    return {"kind": kind, "severity": severity, "gpu": gpu, "pid": pid, "code": code,
+            "detail": {**(fields or {}), **detail}}  # fmt: skip
+
+
+def _int(text: str | None, base: int = 10) -> int | None:
+    try:
+        return int(text, base) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _search(pattern: str, text: str, group: int | str = 1) -> str | None:
+    m = re.search(pattern, text)
+    return m.group(group) if m else None
+
+
+def _text_lines(parts: dict[str, Any]) -> list[str]:
+    return [str(t) for t in parts["tokens"] if t.type == "TEXT"]
+
+
+def _xid(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    tokens = parts["tokens"]
+    bus = next(str(t) for t in tokens if t.type == "XID_BUS")
+    code = int(next(str(t) for t in tokens if t.type == "INT"))
+    fields = dict(p for p in parts["parts"] if isinstance(p, tuple))
+    texts = _text_lines(parts)
+    body = texts[0].strip() if texts else ""
+    pid_text = fields.get("pid", "").strip("'")
+    pid = _int(pid_text) if pid_text.isdigit() else None
+    name = fields.get("name")
+    process = None if name in (None, "<unknown>") else name
+    entry = catalog.xid(code)
+    action = entry.immediate_action if entry else None
+    detail: dict[str, Any] = {
+        "pid": pid, "process": process, "text": body,
+        "name": entry.mnemonic if entry else None,
+        "description": entry.description if entry else None,
+        "action": action,
+        "investigatory_action": entry.investigatory_action if entry else None,
+        "causes": entry.causes if entry else [],
+    }  # fmt: skip
+    detail.update(_xid_text_fields(code, body))
+    severity = "critical" if code in (48, 79, 95, 140) else _SEVERITY_BY_ACTION.get(action or "", "error")
+    return _row("gpu.xid", severity, detail, gpu=canonical_bdf(bus), pid=pid, code=code)
+
+
+def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
+    """Fields printed inside the Xid text by the generations in FACTS.md §C1e / PROVENANCE.md."""
+    out: dict[str, Any] = {}
+    if ch := _search(r"\b(?:Ch|channel|Channel ID|ChID) (?:0x)?([0-9a-fA-F]+)", body):
+        out["channel"] = int(ch, 16)
+    if m := re.search(r"MMU Fault: ENGINE (\S+)(?: (\S+))? faulted @ (0x[0-9a-fA-F_]+)\. Fault is of type (\S+) (\S+)", body):
+        out.update(engine=m[1], client=m[2], fault_address=m[3].replace("_", ""), fault_type=m[4], access_type=m[5])
+    if m := re.search(r"\(GPC (\d+), TPC (\d+), SM (\d+)\)(?::\s*(.*))?", body):
+        out.update(gpc=int(m[1]), tpc=int(m[2]), sm=int(m[3]))
+        if m[4]:
+            out["exception"] = m[4].strip()
+    if err := _search(r"errorString ([^,]+)", body):
+        out["error_string"] = err.strip()
+    if m := re.search(r"caused by previous Xid (\d+)", body):
+        out["caused_by_xid"] = int(m[1])
+    if m := re.search(r"Timeout after (\d+)s of waiting for RPC response from GPU(\d+) GSP! Expected function (\d+) \((\w+)\)", body):
+        out.update(rpc_timeout_s=int(m[1]), gpu_index=int(m[2]), rpc_function=int(m[3]), rpc_name=m[4])
+    if m := re.search(r"^([A-Z][A-Z0-9_]+) (Fatal|Nonfatal|Non-fatal) (XC\d) i(\d+) Link (\d+) \(([^)]*)\)", body):
+        out.update(unit=m[1], fatal=m[2] == "Fatal", xc=m[3], instance=int(m[4]), link=int(m[5]),
+                   registers=m[6].split())  # fmt: skip
+    if m := re.search(r"NVLink: fatal error detected on link (\d+)\(([^)]*)\)", body):
+        out.update(link=int(m[1]), registers=[r.strip() for r in m[2].split(",")], fatal=True)
+    if m := re.search(r"physAddr (0x[0-9a-fA-F]+)", body):
+        out["phys_address"] = m[1]
+    if m := re.search(r"Row Remapper: New row (?:\((0x[0-9a-fA-F]+)\) )?marked for remapping", body):
+        out["remap_row"] = m[1]
+        out["remap_pending"] = "reset gpu to activate" in body
+    if m := re.search(r"Contained: (\w+) \((0x[0-9a-fA-F]+)\)\. RST: (Yes|No), D-RST: (Yes|No)", body):
+        out.update(unit=m[1], reset_required=m[3] == "Yes", drain_reset_required=m[4] == "Yes")
+    if code == 13 and "ESR" in body:
+        out["esr"] = re.findall(r"(0x[0-9a-f]+)=(0x[0-9a-f]+)", body)
+    return out
+
+
+def _off_bus(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    bdf = next((str(t) for t in parts["tokens"] if t.type == "BDF"), None)
+    pci_id = next((str(t) for t in parts["tokens"] if t.type == "PCI_ID"), None)
+    return _row("gpu.off_bus", "critical", gpu=canonical_bdf(bdf), code=79, text=_oneline(text), pci_id=pci_id)
+
+
+_DRIVER_EVENTS = (
+    ("driver_load", r"loading NVIDIA (?:UNIX|Linux)? ?(?:\S+ )?(?:Open )?Kernel Module", "info"),
+    ("identity", r"^NVRM: (?:GPU at PCI:|GPU Board Serial Number|GPU \S+: GPU serial number|GPU UUID)", "info"),
+    ("reset", r"needs to be reset|reset required|GPU reset", "error"),
+    ("init_failed", r"RmInitAdapter failed|rm_init_adapter failed|RmInitAdapter: |probe routine failed|failed to allocate|not supported by", "error"),
+    ("gsp", r"GSP|_kgsp|RPC", "error"),
+    ("crash_dump", r"crash dump", "error"),
+    ("assert", r"Assertion failed|nvAssert", "warning"),
+    ("peer_memory", r"^nvidia-peermem", "warning"),
+)  # fmt: skip
+
+
+def _driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    event, severity = "other", "error"
+    for name, pattern, sev in _DRIVER_EVENTS:
+        if re.search(pattern, first):
+            event, severity = name, sev
+            break
+    detail: dict[str, Any] = {"event": event, "text": _oneline(text)}
+    gpu = canonical_bdf(_search(r"(?:GPU at PCI:|GPU |PCI:)((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)", first))
+    if event == "driver_load":
+        detail["driver_version"] = _search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", first)
+        detail["open"] = "Open Kernel Module" in first
+    if uuid := _search(r"\b(GPU-[0-9a-fA-F-]{36})\b", first):
+        detail["uuid"] = uuid
+    if serial := _search(r"(?:GPU Board Serial Number|serial number is):? ?(\d+)", first):
+        detail["serial"] = serial
+    if m := re.search(r"GPU(\d+) ", first):
+        detail["gpu_index"] = int(m[1])
+    if code := _search(r"RmInitAdapter failed! \((0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:\d+)\)", first):
+        detail["rm_status"] = code
+    if event == "init_failed" and (minor := _search(r"device minor number (\d+)", first)):
+        detail["minor"] = int(minor)
+    return _row("gpu.driver", severity, detail, gpu=gpu)
+
+
+def _sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    tokens = parts["tokens"]
+    bdf = next(str(t) for t in tokens if t.type == "BDF")
+    code = int(next(str(t) for t in tokens if t.type == "INT"))
+    body = _text_lines(parts)[0].strip()
+    fatal = bool(re.match(r"Fatal\b", body))
+    link = _int(_search(r"Link (\d+)", body))
+    switch = _int(_search(r"nvidia-nvswitch(\d+)", text))
+    data = _search(r"Data \{([^}]*)\}", text)
+    return _row(
+        "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(bdf), code=code, text=body,
+        fatal=fatal, link=link, nvswitch=switch, severity_level=_int(_search(r"Severity (\d+)", text)),
+        data=[d.strip() for d in data.split(",")] if data else None,
+    )  # fmt: skip
+
+
+def _aer_severity(text: str) -> str:
+    if "Fatal)" in text and "Non-Fatal" not in text:
+        return "fatal"
+    if "Non-Fatal" in text:
+        return "nonfatal"
+    return "corrected"
+
+
+def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    port = endpoint = source_id = vendor_device = layer = agent = None
+    severity_word: str | None = None
+    status = mask = None
+    bits: list[str] = []
+    first_bit = None
+    tlp: list[str] = []
+    multiple = False
+    for line in _trees(parts["parts"]):
+        tokens = _tokens(line)
+        if line.data == "aer_source":
+            port = canonical_bdf(_tok(tokens, "BDF"))
+            anchor = _tok(tokens, "A_PCIE__AER_1") or ""
+            severity_word = anchor
+            multiple = "Multiple" in anchor
+            for sid in _trees(line.children):
+                bdf = _tok(_tokens(sid), "BDF")
+                hexid = _tok(_tokens(sid), "HEXDIGITS")
+                source_id = canonical_bdf(bdf) if bdf else requester_id_bdf(hexid or "", (port or "0000")[:4])
+        elif line.data == "aer_detail":
+            endpoint = endpoint or canonical_bdf(_tok(tokens, "BDF"))
+            for field in _trees(line.children):
+                sub = _tokens(field)
+                if field.data == "aer_severity":
+                    severity_word = _tok(sub, "AER_SEVERITY") or severity_word
+                    layer = (_tok(sub, "AER_TYPE") or "").strip()
+                    agent = _search(r"\((\w+) ID\)", _tok(sub, "TEXT") or "")
+                elif field.data == "aer_status":
+                    vendor_device = _search(r"\[([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\]", _tok(sub, "A_PCIE__AER_3") or "")
+                    status, mask = [str(t) for t in sub if t.type == "HEXDIGITS"][:2]
+                elif field.data == "aer_bit":
+                    name_text = (_tok(sub, "TEXT") or "").strip()
+                    short = catalog.aer_short_name(name_text.removesuffix("(First)").strip())
+                    if short not in bits:
+                        bits.append(short)
+                    if name_text.endswith("(First)"):
+                        first_bit = short
+                elif field.data == "aer_tlp":
+                    tlp.append(((_tok(sub, "A_PCIE__AER_5") or "") + (_tok(sub, "TEXT") or "")).strip())
+    aer_severity = _aer_severity(severity_word or "")
+    if not bits and status:
+        bits = catalog.aer_bits_from_status(int(status, 16), aer_severity)
+    if not layer and bits:
+        layer = catalog.aer_layer(bits, aer_severity)
+    if not agent and bits:
+        agent = catalog.aer_agent(bits)
+    gpu = endpoint or source_id
+    sev = {"corrected": "warning", "nonfatal": "error", "fatal": "critical"}[aer_severity]
+    return _row(
+        "pcie.aer", sev, gpu=gpu, aer_severity=aer_severity, layer=layer, agent=agent, bits=bits,
+        first=first_bit, port=port, source=source_id, vendor_device=vendor_device, status=status,
+        mask=mask, multiple=multiple, tlp=tlp or None,
+    )  # fmt: skip
+
+
+def _trees(items: list[Any]) -> list[Tree]:
+    return [c for c in items if isinstance(c, Tree)]
+
+
+def _tokens(tree: Tree) -> list[Token]:
+    return [c for c in tree.children if isinstance(c, Token)]
+
+
+def _tok(tokens: list[Token], type_: str) -> str | None:
+    return next((str(t) for t in tokens if t.type == type_), None)
+
+
+def _device_line(text: str) -> tuple[str | None, str | None]:
+    m = re.match(r"(\S+) ((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", text)
+    return (m[1], canonical_bdf(m[2])) if m else (None, None)
+
+
+def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    driver, device = _device_line(text)
+    phrase = _tok(parts["tokens"], "A_PCIE__LINK") or ""
+    if "successful" in phrase:
+        state, sev = "recovered", "notice"
+    elif "Link Up" in phrase or "Card present" in phrase:
+        state, sev = "up", "notice"
+    elif "reset" in phrase:
+        state, sev = "reset", "error"
+    elif phrase.startswith("DPC"):
+        state, sev = "dpc", "error"
+    elif "can't recover" in phrase or "failed" in phrase:
+        state, sev = "recovery_failed", "error"
+    else:
+        state, sev = "down", "error"
+    return _row("pcie.link", sev, gpu=device if driver == "nvidia" else None, text=_oneline(text),
+                state=state, device=device, driver=driver)  # fmt: skip
+
+
+def _net_link(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    m = re.search(r"Link (?:is )?(INIT|ARMED|ACTIVE_DEFER|ACTIVE|DOWN|[Uu]p|[Dd]own)", first)
+    state = (m[1].lower() if m else "unknown").replace("active_defer", "active")
+    driver, device = _device_line(first)
+    port = _int(_search(r"Port: (\d+)", first))
+    ifname = _search(r"(?:^|\s)(\w[\w.-]*): (?:NIC )?Link", first)
+    return _row("net.link", "warning" if state == "down" else "info", text=first, state=state,
+                device=device or ifname, driver=driver, port=port, interface=ifname)  # fmt: skip
+
+
+def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    driver, device = _device_line(first)
+    detail: dict[str, Any] = {"device": device or _search(r"(mlx5_\d+|ib\d+)", first), "driver": driver or first.split()[0],
+                              "text": first}  # fmt: skip
+    if m := re.search(r"synd (0x[0-9a-fA-F]+): ([^\n]+)", text):
+        detail.update(syndrome=m[1], syndrome_text=m[2].strip())
+    if fw := _search(r"fw_ver ([\d.]+)", text):
+        detail["fw_ver"] = fw
+    sev = "warning" if "insufficient power" in first else "error"
+    return _row("net.nic", sev, detail)
+
+
+def _cpu_throttle(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    m = re.search(r"CPU(\d+): (Core|Package) (temperature|power limit notification)", text)
+    normal = "normal" in text
+    return _row("host.cpu_throttle", "info" if normal else "warning", cpu=_int(m[1]) if m else None,
+                scope=m[2].lower() if m else None, cause="power" if m and "power" in m[3] else "temperature",
+                state="normal" if normal else "throttled", events=_int(_search(r"total events = (\d+)", text)))  # fmt: skip
+
+
+def _mce(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return _row("host.mce", "error", text=_oneline(text), cpu=_int(_search(r"CPU (\d+): Machine Check", text)),
+                bank=_int(_search(r"Bank (\d+)", text)), status=_search(r"Bank \d+: ([0-9a-f]+)", text),
+                address=_search(r"ADDR ([0-9a-fx]+)", text))  # fmt: skip
+
+
+def _edac(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    m = re.search(r"EDAC (?:\w+ )?MC(\d+): (\d+) (CE|UE) ([^\n]*?) on ([^\s(]+)", text)
+    count = int(m[2]) if m else None
+    kind = m[3] if m else ("UE" if "ncorrect" in text else None)
+    ce = count if kind == "CE" else (0 if kind == "UE" else None)
+    ue = count if kind == "UE" else (0 if kind == "CE" else None)
+    return _row(
+        "host.edac", "critical" if kind == "UE" else "warning", mc=_int(m[1]) if m else _int(_search(r"MC(\d+)", text)),
+        ce=ce, ue=ue, error=m[4].strip() if m else None, dimm=m[5] if m else None,
+        overflow="OVERFLOW" in text, address=_search(r"ADDR ([0-9a-fx]+)", text),
+        channel=_int(_search(r"channel:(\d+)", text)), slot=_int(_search(r"slot:(\d+)", text)),
+        page=_search(r"page:(0x[0-9a-f]+)", text), text=_oneline(text),
+    )  # fmt: skip
+
+
+def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    invoker = _search(r"^(.+?) invoked oom-killer:", text)
+    killed = re.search(r"Kill(?:ed)? process (\d+) \((.+?)\)", text)
+    task = re.search(r"oom-kill:constraint=([^,\n]+).*?(?:,oom_memcg=([^,\n]*))?(?:,task_memcg=([^,\n]*))?,task=([^,\n]+),pid=(\d+)", text)
+    pid = int(killed[1]) if killed else (int(task[5]) if task else None)
+    process = killed[2] if killed else (task[4] if task else None)
+    memcg = (task[3] or task[2]) if task else None
+    return _row(
+        "host.oom_kill", "error", pid=pid, process=process, invoker=invoker, memcg=memcg,
+        constraint=task[1] if task else None, cgroup_oom="Memory cgroup out of memory" in text,
+        gfp_mask=_search(r"gfp_mask=(0x[0-9a-f]+)", text), order=_int(_search(r"order=(-?\d+)", text)),
+        total_vm_kb=_int(_search(r"total-vm:(\d+)kB", text)), anon_rss_kb=_int(_search(r"anon-rss:(\d+)kB", text)),
+        killed=killed is not None,
+    )  # fmt: skip
+
+
+def _hung(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    m = re.search(r"INFO: task (.+):(\d+) blocked for more than (\d+) seconds", text)
+    return _row("host.hung_task", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
+                seconds=_int(m[3]) if m else None)  # fmt: skip
+
+
+def _lockup(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    m = re.search(r"CPU#(\d+) stuck for (\d+)s! \[(.+):(\d+)\]", text)
+    kind = "rcu_stall" if "rcu" in text.split("\n", 1)[0] else ("hard" if "hard LOCKUP" in text else "soft")
+    return _row("host.soft_lockup", "error", pid=_int(m[4]) if m else None, lockup=kind,
+                cpu=_int(m[1]) if m else _int(_search(r"on CPU (\d+)", text)), seconds=_int(m[2]) if m else None,
+                process=m[3] if m else None)  # fmt: skip
+
+
+def _segfault(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    m = re.search(r"(?:traps: )?(.+?)\[(\d+)\]:? (?:segfault at (\S+)|(general protection fault|trap [^\n]*?)) ", first)
+    return _row(
+        "host.segfault", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
+        address=m[3] if m else None, fault="segfault" if m and m[3] else (m[4] if m else None),
+        ip=_search(r" ip[: ]([0-9a-f]+)", first), error=_int(_search(r" error[: ](\d+)", first)),
+        library=_search(r" in ([^\[\s]+)\[", first),
+    )  # fmt: skip
+
+
+def _simple(kind: str, severity: str, **extract: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        fields = {name: _search(rx, text) for name, rx in extract.items()}
+        return _row(kind, severity, fields, text=_oneline(text))
+
+    return enrich
+
+
+def _nvme(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    return _row("disk.nvme", "error", device=_search(r"(nvme\d+(?:n\d+)?)", first), text=first,
+                qid=_int(_search(r"QID (\d+)", first)), status=_int(_search(r"status:? (-?\d+)", first)),
+                removed="Removing" in first or " to 0" in first)  # fmt: skip
+
+
+def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return _row(parts["kind"], "error", text=_oneline(text))
+
+
+def _oneline(text: str) -> str:
+    return text.split("\n", 1)[0].strip()
+
+
+_ENRICH: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
+    "gpu.xid": _xid,
+    "gpu.off_bus": _off_bus,
+    "gpu.driver": _driver,
+    "gpu.sxid": _sxid,
+    "pcie.aer": _aer,
+    "pcie.link": _link,
+    "net.link": _net_link,
+    "net.nic": _nic,
+    "host.cpu_throttle": _cpu_throttle,
+    "host.mce": _mce,
+    "host.edac": _edac,
+    "host.oom_kill": _oom,
+    "host.hung_task": _hung,
+    "host.soft_lockup": _lockup,
+    "host.panic": _simple("host.panic", "critical", reason=r"Kernel panic - not syncing: ([^\n]*)"),
+    "host.oops": _simple("host.oops", "critical", reason=r"((?:BUG|Oops|general protection fault|kernel BUG)[^\n]*)"),
+    "host.warning": _simple("host.warning", "warning", where=r" at (\S+)", function=r" at \S+ (\S+)"),
+    "host.segfault": _segfault,
+    "host.boot": _simple("host.boot", "info", kernel=r"Linux version (\S+)"),
+    "disk.nvme": _nvme,
+    "disk.io_error": _simple("disk.io_error", "error", device=r"dev ([\w/.-]+)", sector=r"sector (\d+)", op=r"op (0x[0-9a-f]+:\(\w+\))"),
+    "fs.readonly": _simple("fs.readonly", "critical", device=r"\((?:device )?([^)]+)\)"),
+    "fs.error": _simple("fs.error", "error", device=r"\((?:device )?([^)]+)\)", fs=r"^(EXT[234]|XFS|BTRFS|JBD2)"),
+}
+
+
+# ---------------------------------------------------------------------------------------- parse
+
+
+def sniff(head: str) -> float:
+    """How sure we are that a file whose first bytes are ``head`` is a kernel log (0..1)."""
+    sample = head.splitlines()[:200]
+    if not sample:
+        return 0.0
+    env = envelope.split(pl.Series(sample, dtype=pl.String))
+    stamped = env.get_column("stamped").mean() or 0.0
+    kernelish = env.select(
+        (pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")).mean()
+    ).item() or 0.0
+    g = family_grammar(NAME)
+    flagged = env.get_column("msg").str.contains(g.prefilter_regex()).mean() or 0.0
+    return min(1.0, 0.5 * float(stamped) * float(kernelish) + 2.0 * float(flagged))
+
+
+def parse(
+    data: bytes,
+    *,
+    file: str,
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+    full: bool = False,
+) -> SourceResult:
+    """Parse kernel-log bytes into ``events`` rows (see the module docstring)."""
+    lines, bad_utf8 = split_lines(data)
+    env = envelope.split(lines)
+    df = group_records(env, lines).with_row_index("i")
+    return parse_records(df, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                         on_error=on_error, full=full, lines=len(lines), bad_utf8=bad_utf8)  # fmt: skip
+
+
+def parse_records(
+    df: pl.DataFrame,
+    *,
+    file: str,
+    incident: str,
+    host: str | None,
+    year: int | None,
+    timezone: str | None,
+    on_error: str,
+    full: bool,
+    lines: int,
+    bad_utf8: int = 0,
+) -> SourceResult:
+    """Records of an envelope-split, grouped frame → events (shared with sources that relay kernel lines)."""
+    if df.height == 0:
+        return SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
+    kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
+    multi = df.filter(~pl.col("head")).get_column("rec").unique()
+    joined = (
+        df.filter(pl.col("rec").is_in(multi.implode()))
+        .group_by("rec", maintain_order=True)
+        .agg(joined=pl.col("piece").str.join("\n"))
+    )
+    heads = df.filter(pl.col("head")).join(joined, on="rec", how="left")
+    heads = heads.with_columns(message=pl.coalesce("joined", "piece"), is_kernel=kernel_line).drop("joined")
+    if year is None:
+        year = _year_from_stamps(heads)
+    ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.col("stamp_kind"), year=year, timezone=timezone)
+    heads = heads.with_columns(ts=ts, ts_from=ts_from)
+    g = family_grammar(NAME)
+    flag = pl.col("is_kernel") & (pl.lit(True) if full else pl.col("piece").str.contains(g.prefilter_regex()))
+    flagged = heads.filter(flag).select("rec", "i", "message")
+    found: list[dict[str, Any]] = []
+    errors = 0
+    first_error: str | None = None
+    for rec, i, message in flagged.iter_rows():
+        fields, error = parse_record(message, full=full)
+        if fields is not None:
+            fields["rec"] = rec
+            found.append(fields)
+        elif error is not None:
+            errors += 1
+            if on_error == "raise":
+                raise ParseError(file, i + 1, error)
+            first_error = first_error or f"line {i + 1}: {error}"
+            found.append({"rec": rec, "kind": "unparsed", "severity": "warning", "gpu": None, "pid": None,
+                          "code": None, "detail": {"error": error}})  # fmt: skip
+    table = _assemble(heads, found, file=file, incident=incident, host=host)
+    note = None
+    if errors and on_error == "warn":
+        note = f"{errors} unparsed record(s); first at {first_error}"
+    return SourceResult(table, lines=lines, records=heads.height, unparsed=errors, error=note,
+                        invalid_utf8_lines=bad_utf8)  # fmt: skip
+
+
+def _year_from_stamps(heads: pl.DataFrame) -> int | None:
+    """The year printed by any stamp of the file (ISO or ctime), to date its year-less stamps."""
+    years = heads.filter(pl.col("stamp_kind").is_in(["iso", "ctime"])).select(
+        pl.col("stamp").str.extract(r"(\d{4})(?:-| *$)", 1).cast(pl.Int32, strict=False).min()
+    )
+    value = years.item() if years.height else None
+    return int(value) if value is not None else None
+
+
+def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
+              host: str | None) -> pa.Table:  # fmt: skip
+    if found:
+        fam = pl.DataFrame(
+            {
+                "rec": [f["rec"] for f in found],
+                "f_kind": [f["kind"] for f in found],
+                "f_severity": [f["severity"] for f in found],
+                "f_gpu": [f["gpu"] for f in found],
+                "f_pid": [f["pid"] for f in found],
+                "f_code": [f["code"] for f in found],
+                "f_detail": [f["detail"] for f in found],
+            },
+            schema={"rec": pl.UInt32 if heads.schema["rec"] == pl.UInt32 else heads.schema["rec"],
+                    "f_kind": pl.String, "f_severity": pl.String, "f_gpu": pl.String, "f_pid": pl.Int64,
+                    "f_code": pl.Int64, "f_detail": pl.Object},  # fmt: skip
+        )
+        details = [json.dumps(f["detail"], ensure_ascii=False, default=str) for f in found]
+        fam = fam.drop("f_detail").with_columns(f_detail=pl.Series(details, dtype=pl.String))
+        heads = heads.join(fam, on="rec", how="left")
+    else:
+        heads = heads.with_columns(
+            f_kind=pl.lit(None, pl.String), f_severity=pl.lit(None, pl.String), f_gpu=pl.lit(None, pl.String),
+            f_pid=pl.lit(None, pl.Int64), f_code=pl.lit(None, pl.Int64), f_detail=pl.lit(None, pl.String),
+        )  # fmt: skip
+    template = pl.col("message").str.replace_all(_mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
+    other_detail = pl.struct(template=template, ts_from=pl.col("ts_from")).struct.json_encode()
+    # Envelope facts (ts_from, caller id, delta) go into a family row's detail too.
+    fam_detail = pl.concat_str(
+        pl.col("f_detail").str.slice(0, pl.col("f_detail").str.len_chars() - 1),
+        pl.when(pl.col("ts_from").is_not_null()).then(pl.format(', "ts_from": "{}"', pl.col("ts_from"))).otherwise(pl.lit("")),
+        pl.when(pl.col("caller").is_not_null()).then(pl.format(', "caller": "{}"', pl.col("caller"))).otherwise(pl.lit("")),
+        pl.when(pl.col("delta_s").is_not_null()).then(pl.format(', "delta_s": {}', pl.col("delta_s"))).otherwise(pl.lit("")),
+        pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
+        .then(pl.format(', "stamp": "{}"', pl.col("stamp"))).otherwise(pl.lit("")),
+        pl.lit("}"),
+    )  # fmt: skip
+    other_detail = pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null()).then(
+        pl.struct(template=template, stamp=pl.col("stamp")).struct.json_encode()
+    ).otherwise(other_detail)
+    out = heads.select(
+        incident=pl.lit(incident, pl.String),
+        host=pl.coalesce(pl.col("host"), pl.lit(host, pl.String)).map_batches(short_host, return_dtype=pl.String),
+        source=pl.when(pl.col("is_kernel")).then(pl.lit("kernel")).otherwise(pl.lit("journal")),
+        file=pl.lit(file, pl.String),
+        line=(pl.col("i") + 1).cast(pl.Int64),
+        ts=pl.col("ts"),
+        uptime_s=pl.col("uptime_s"),
+        kind=pl.coalesce("f_kind", pl.lit("other")),
+        severity=pl.coalesce("f_severity", "level", pl.lit("info")),
+        gpu=pl.col("f_gpu"),
+        rank=pl.lit(None, pl.Int32),
+        pid=pl.coalesce("f_pid", pl.when(~pl.col("is_kernel")).then(pl.col("ipid"))),
+        code=pl.col("f_code"),
+        message=pl.col("message"),
+        detail=pl.when(pl.col("f_detail").is_not_null()).then(fam_detail).otherwise(other_detail),
+    )
+    return events_table(out)
+
