@@ -140,7 +140,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     is_cont = (
         ~pl.col("blank") & ~pl.col("marker") & pl.col("htag").is_null()
         & (pl.col("cont0") | (pl.col("ctag").is_not_null() & (pl.col("open_tag") == pl.col("ctag"))))
-    )  # fmt: skip
+    ).fill_null(False)  # fmt: skip
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
     piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg)
     return df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start).drop(
@@ -193,13 +193,15 @@ def parse_record(text: str, *, full: bool = False) -> tuple[dict[str, Any] | Non
     ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path).
     """
     lark = parser(NAME, _Parts)
-    kinds = list(family_grammar(NAME).families) if full else _family_order(text)
+    candidates = _family_order(text)
+    kinds = list(family_grammar(NAME).families) if full else candidates
     error = None
     for kind in kinds:
         try:
             parts = lark.parse(text, start=kind.replace(".", "__", 1))
         except LarkError as exc:
-            if error is None and not full:
+            # A record is "unparsed" when it carries a family's anchor but the family rejects it.
+            if error is None and kind in candidates:
                 error = f"{kind}: {_short_error(exc, text)}"
             continue
         return _ENRICH.get(kind, _generic)(parts, text), None

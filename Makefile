@@ -1,0 +1,26 @@
+# Everything bootstraps a local .venv from a bare Python 3.11+ that has pip; nothing else is needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+CORPUS_LOGS = $(shell find corpus -type f -name '*.log' | LC_ALL=C sort)
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)  ## parse the bundled corpus and print what it holds
+	$(BIN)/forensics parse --format summary $(CORPUS_LOGS)
+
+test: $(STAMP)  ## the test suite
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)  ## benchmarks (never part of the tests); results in bench/results.json
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info bench/out

@@ -1,0 +1,113 @@
+"""The contracts other parts rely on: DESIGN.md's schemas, the grammar rules, the public API."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import forensics
+from forensics import catalog, schema
+from forensics.grammar import family_grammar, grammar_dir, kind_of, parser, rule_aliases
+from forensics.pci import canonical_bdf
+from forensics.sources import envelope
+
+DESIGN = Path(__file__).parents[2] / "shared" / "DESIGN.md"
+
+EVENTS_DESIGN = [
+    ("incident", pa.string()), ("host", pa.string()), ("source", pa.string()), ("file", pa.string()),
+    ("line", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("uptime_s", pa.float64()),
+    ("kind", pa.string()), ("severity", pa.string()), ("gpu", pa.string()), ("rank", pa.int32()),
+    ("pid", pa.int64()), ("code", pa.int64()), ("message", pa.string()), ("detail", pa.string()),
+]  # fmt: skip
+
+
+def test_events_schema_is_designs() -> None:
+    assert [(f.name, f.type) for f in schema.EVENTS] == EVENTS_DESIGN
+
+
+@pytest.mark.skipif(not DESIGN.exists(), reason="shared/DESIGN.md not beside the project")
+def test_events_columns_follow_design_md() -> None:
+    table = DESIGN.read_text("utf-8").split("**events**", 1)[1].split("**gpus**", 1)[0]
+    names = re.findall(r"^\| (\w+) \|", table, flags=re.MULTILINE)
+    assert [n for n in names if n != "column"] == schema.EVENTS.names
+
+
+def test_other_tables() -> None:
+    assert schema.METRICS.names == ["incident", "host", "rank", "file", "line", "ts", "step", "name", "value"]
+    assert schema.FILES.names == ["incident", "file", "source", "bytes", "lines", "records", "unparsed", "error"]
+    assert schema.INCIDENTS.names[:4] == ["id", "hosts", "first_ts", "last_ts"]
+    for name in ("gpu", "uuid", "serial", "pcie_gen_current", "pcie_width_max", "remapped_rows_pending",
+                 "retired_pages_dbe", "ecc_volatile_uncorrected", "temp_gpu_c", "power_draw_w"):  # fmt: skip
+        assert name in schema.GPUS.names
+
+
+def test_every_grammar_builds_strict() -> None:
+    for path in sorted(grammar_dir().glob("*.lark")):
+        if not path.stem.startswith("_"):
+            parser(path.stem, strict=True)
+
+
+def test_families_are_kinds_and_have_anchors() -> None:
+    g = family_grammar("kernel")
+    assert len(g.families) >= 20
+    for kind in g.families:
+        assert kind in schema.KINDS, kind
+        assert g.anchors[kind], f"{kind} has no A_ anchor terminal"
+    lark = parser("kernel")
+    assert {kind_of(a) for a in rule_aliases(lark)} <= schema.KINDS
+
+
+def test_prefilter_compiles_in_polars_and_python() -> None:
+    import polars as pl
+
+    regex = family_grammar("kernel").prefilter_regex()
+    re.compile(regex)
+    assert pl.Series(["NVRM: Xid (PCI:0000:3b:00): 79, x", "hello"]).str.contains(regex).to_list() == [True, False]
+
+
+def test_public_api_sorted_and_complete() -> None:
+    import types
+
+    assert forensics.__all__ == sorted(forensics.__all__)
+    public = {n for n, v in vars(forensics).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    assert public - {"annotations"} == set(forensics.__all__)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("PCI:0000:3b:00", "0000:3b:00.0"), ("0000:03:00", "0000:03:00.0"), ("0000:3b:00.0", "0000:3b:00.0"),
+        ("PCI:0000:05:00.0", "0000:05:00.0"), ("00000000:3B:00.0", "0000:3b:00.0"), ("PCI:0000:D8:00", "0000:d8:00.0"),
+        ("PCI:0001:6c:00", "0001:6c:00.0"), ("3b:00.0", "0000:3b:00.0"), ("GPU-1234", None), ("", None),
+    ],
+)  # fmt: skip
+def test_canonical_bdf(text: str, expected: str | None) -> None:
+    assert canonical_bdf(text) == expected
+
+
+def test_nccl_bus_id() -> None:
+    assert canonical_bdf("3b000", nccl=True) == "0000:3b:00.0"
+    assert canonical_bdf("b2000", nccl=True) == "0000:b2:00.0"
+
+
+def test_xid_catalog_covers_facts() -> None:
+    cat = catalog.xid_catalog()
+    for code in (13, 31, 32, 43, 45, 48, 63, 64, 74, 79, 94, 95, 109, 119, 120, 140, 143, 144, 150, 154, 163, 172):
+        assert code in cat, code
+    assert cat[79].immediate_action == "RESTART_BM" and "BUS" in cat[79].causes
+    assert catalog.xid(999) is None
+
+
+def test_aer_names() -> None:
+    assert catalog.aer_short_name("Receiver Error") == "RxErr"
+    assert catalog.aer_short_name("Surprise Down Error") == "SDES"
+    assert catalog.aer_bits_from_status(0x4020, "fatal") == ["SDES", "CmpltTO"]
+    assert catalog.aer_agent(["CmpltTO"]) == "Requester"
+
+
+def test_month_names_agree_across_locales() -> None:
+    months = envelope.month_numbers()
+    assert months["фев"] == 2 and months["11月"] == 11 and months["mrt"] == 3 and months["dec"] == 12

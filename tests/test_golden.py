@@ -1,0 +1,45 @@
+"""Golden pairs: ``tests/golden/<source>/<case>.log`` and the rows it must give, ``<case>.jsonl``.
+
+Rewrite with ``pytest --update-golden`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from forensics import output
+from forensics.parse import parse_bytes
+from forensics.sources import kernel
+
+from .conftest import golden_cases
+
+CASES = golden_cases("kernel")
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return [json.loads(line) for line in output.jsonl_lines(table)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
+def test_kernel_golden(case: Path, update_golden: bool) -> None:
+    parsed = parse_bytes(case.read_bytes(), file=case.name, source="kernel")
+    rows = _rows(parsed.events)
+    expected_path = case.with_suffix(".jsonl")
+    if update_golden:
+        expected_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    expected = [json.loads(line) for line in expected_path.read_text("utf-8").splitlines()]
+    assert rows == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
+def test_fast_path_equals_lark_on_every_record(case: Path) -> None:
+    """The prefilter only saves time: Lark tried on every record gives the same rows."""
+    data = case.read_bytes()
+    fast = kernel.parse(data, file=case.name)
+    full = kernel.parse(data, file=case.name, full=True)
+    assert fast.events.equals(full.events)
+    assert (fast.records, fast.unparsed) == (full.records, full.unparsed)
