@@ -1,0 +1,116 @@
+"""The command line: exact output, exit codes, nothing lost on error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from forensics.cli import main
+
+XID = "[Fri Apr  5 21:29:39 2024] NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+NVME = "[11457.533097] nvme nvme2: I/O 0 QID 0 timeout, reset controller\n[11457.6] random noise 42\n"
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "xid.log").write_text(XID)
+    (tmp_path / "nvme.log").write_text(NVME)
+    (tmp_path / "bad.log").write_text("[ 1.0] pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: zz\n")
+    return {p.stem: p for p in tmp_path.iterdir()}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_table(logs: dict[str, Path]) -> None:
+    code, out, _ = run("parse", str(logs["nvme"]))
+    assert code == 0
+    assert out == (
+        "WHERE       TIME           HOST  KIND       SEVERITY  GPU  CODE  MESSAGE\n"
+        "nvme.log:1  11457.533097s  -     disk.nvme  error     -    -     nvme nvme2: I/O 0 QID 0 timeout, reset controller\n"
+        "nvme.log:2  11457.6s       -     other      info      -    -     random noise 42\n"
+    )
+
+
+def test_summary(logs: dict[str, Path]) -> None:
+    code, out, _ = run("parse", "--format", "summary", str(logs["nvme"]), str(logs["xid"]))
+    assert code == 0
+    assert out == (
+        "2 file(s), 211 bytes, 3 lines, 3 records, 0 unparsed\n"
+        "SOURCE    KIND         EVENTS  FILES\n"
+        "kernel    disk.nvme         1      1\n"
+        "kernel    gpu.xid           1      1\n"
+        "kernel    other             1      1\n"
+    )
+
+
+def test_jsonl(logs: dict[str, Path]) -> None:
+    code, out, _ = run("parse", "--format", "jsonl", str(logs["xid"]))
+    assert code == 0
+    row = json.loads(out)
+    assert list(row) == ["incident", "host", "source", "file", "line", "ts", "uptime_s", "kind", "severity",
+                         "gpu", "rank", "pid", "code", "message", "detail"]  # fmt: skip
+    assert row["ts"] == "2024-04-05T21:29:39.000000Z"
+    assert (row["kind"], row["code"], row["gpu"], row["severity"]) == ("gpu.xid", 79, "0000:a1:00.0", "critical")
+    assert isinstance(row["detail"], dict) and row["detail"]["action"] == "RESTART_BM"
+
+
+def test_csv_and_parquet(logs: dict[str, Path], tmp_path: Path) -> None:
+    code, out, _ = run("parse", "--format", "csv", str(logs["xid"]))
+    assert code == 0 and out.splitlines()[0].startswith("incident,host,source,file,line,ts,")
+    target = tmp_path / "events.parquet"
+    code, out, _ = run("parse", "--format", "parquet", "-o", str(target), str(logs["xid"]), str(logs["nvme"]))
+    assert code == 0 and out == ""
+    assert pq.read_table(target).num_rows == 3
+
+
+def test_missing_file() -> None:
+    code, out, err = run("parse", "missing.log")
+    assert (code, out, err) == (1, "", "Error: missing.log: no such file\n")
+
+
+def test_directory(tmp_path: Path) -> None:
+    code, _, err = run("parse", str(tmp_path))
+    assert code == 1 and err == f"Error: {tmp_path}: is a directory\n"
+
+
+def test_unknown_source(logs: dict[str, Path]) -> None:
+    code, _, err = run("parse", "--source", "kernl", str(logs["xid"]))
+    assert (code, err) == (1, "Error: Unknown source 'kernl'. Did you mean 'kernel'?\n")
+
+
+def test_parquet_needs_output(logs: dict[str, Path]) -> None:
+    code, _, err = run("parse", "--format", "parquet", str(logs["xid"]))
+    assert (code, err) == (1, "Error: --format parquet needs -o FILE\n")
+
+
+def test_on_error_modes(logs: dict[str, Path], tmp_path: Path) -> None:
+    code, out, _ = run("parse", "--format", "jsonl", str(logs["bad"]))
+    assert code == 0 and json.loads(out)["kind"] == "unparsed"
+    code, _, err = run("parse", "--on-error", "warn", "--format", "summary", str(logs["bad"]))
+    assert code == 0 and err.startswith(f"Warning: {logs['bad']}: 1 unparsed record(s); first at line 1: pcie.aer:")
+    # raise: a clear one-line error, and an existing output file is left as it was.
+    target = tmp_path / "out.jsonl"
+    target.write_text("keep me\n")
+    code, _, err = run("parse", "--on-error", "raise", "--format", "jsonl", "-o", str(target), str(logs["xid"]), str(logs["bad"]))
+    assert code == 1 and err.startswith(f"Error: {logs['bad']}:1: pcie.aer:") and err.count("\n") == 1
+    assert target.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.jsonl", *(p.name for p in logs.values())])
+
+
+def test_sources_lists_forms() -> None:
+    code, out, _ = run("sources")
+    assert code == 0
+    assert out.splitlines()[0] == "kernel" and "  - dmesg -T / --ctime" in out.splitlines()
+
+
+def test_every_command_is_in_the_readme() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
+    for name in main.commands:
+        assert f"forensics {name}" in readme, name
