@@ -84,34 +84,34 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
 
     Columns: ``form``, ``level`` (normalized severity or null), ``host``, ``ident``, ``ipid``,
     ``uptime_s``, ``delta_s``, ``stamp`` (the printed wall-clock stamp), ``stamp_kind``
-    (``iso``/``ctime``/``syslog``/``human``), ``caller``, ``msg``, ``stamped`` (the line had a stamp).
-    ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a host (journalctl
-    short-monotonic) rather than being plain dmesg; ``None`` decides from the lines themselves.
+    (``iso``/``ctime``/``syslog``/``human``), ``caller``, ``stamped`` (the line had a stamp),
+    ``kernel_prefix``, ``msg``. ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a
+    host (journalctl short-monotonic) rather than being plain dmesg; ``None`` decides from the lines.
     """
-    df = pl.DataFrame({"raw": lines}).lazy().with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
-    df = df.unnest("e").with_columns(rest=pl.col("raw").str.strip_prefix(pl.col("env")))
-    df = df.collect()
-    iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
+    df = (
+        pl.LazyFrame({"raw": lines})
+        .with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
+        .unnest("e")
+        .with_columns(rest=pl.col("raw").str.slice(pl.col("env").str.len_chars()))
+        .collect(engine="streaming")
+    )
     if journal_mono is None:
         journal_mono = _looks_journal_mono(df)
+    iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
     sysish = pl.col("sys").is_not_null() | iso_sys
     if journal_mono:
         sysish = sysish | pl.col("mono").is_not_null()
     sysish = sysish & pl.col("kpfx").is_null() & pl.col("p5").is_null()
-    if df.select(sysish.any()).item():
-        head = pl.col("rest").str.extract_groups(SYSLOG_HEAD)
-        df = (
-            df.lazy()
-            .with_columns(h=pl.when(sysish).then(head))
-            .unnest("h")
-            .with_columns(rest=pl.col("rest").str.strip_prefix(pl.col("head").fill_null("")))
-            .collect()
-        )
-    else:
-        df = df.with_columns(
-            head=pl.lit(None, pl.String), host=pl.lit(None, pl.String), ident=pl.lit(None, pl.String),
-            ipid=pl.lit(None, pl.String), kup=pl.lit(None, pl.String), kcaller=pl.lit(None, pl.String),
-        )  # fmt: skip
+    # The "[host] ident[pid]:" head only follows syslog-style stamps: read it on those rows alone.
+    rows = df.select(sysish.fill_null(False).arg_true()).to_series()
+    head_cols = ["head", "host", "ident", "ipid", "kup", "kcaller"]
+    heads = (
+        df.get_column("rest").gather(rows).to_frame().select(h=pl.col("rest").str.extract_groups(SYSLOG_HEAD)).unnest("h")
+        if rows.len()
+        else pl.DataFrame({c: pl.Series([], dtype=pl.String) for c in head_cols})
+    )
+    df = df.with_columns(scatter(heads.get_column(c), rows, df.height).alias(c) for c in head_cols)
+    df = df.with_columns(rest=pl.col("rest").str.slice(pl.col("head").str.len_chars().fill_null(0)))
     level_from_pri = pl.coalesce("p5", "pri", "kpri").cast(pl.Int32, strict=False)
     level = pl.coalesce(
         pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
@@ -142,23 +142,35 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
         pl.col("mono").cast(pl.Float64, strict=False),
         pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
     )
-    return df.select(
-        form=form,
-        level=level,
-        host=pl.coalesce("h5", "tip", "host"),
-        ident=pl.coalesce(
-            pl.col("a5").replace("-", None), "ident", pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))
-        ),
-        ipid=pl.coalesce(pl.col("pid5").cast(pl.Int64, strict=False), pl.col("ipid").cast(pl.Int64, strict=False)),
-        uptime_s=uptime,
-        delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
-        stamp=stamp,
-        stamp_kind=stamp_kind,
-        caller=pl.coalesce("kcaller", "caller"),
-        stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
-        kernel_prefix=pl.col("kpfx").is_not_null(),
-        msg=pl.col("rest"),
+    return (
+        df.lazy()
+        .select(
+            form=form,
+            level=level,
+            host=pl.coalesce("h5", "tip", "host"),
+            ident=pl.coalesce(
+                pl.col("a5").replace("-", None), "ident", pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))
+            ),
+            ipid=pl.coalesce(pl.col("pid5").cast(pl.Int64, strict=False), pl.col("ipid").cast(pl.Int64, strict=False)),
+            uptime_s=uptime,
+            delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
+            stamp=stamp,
+            stamp_kind=stamp_kind,
+            caller=pl.coalesce("kcaller", "caller"),
+            stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
+            kernel_prefix=pl.col("kpfx").is_not_null(),
+            msg=pl.col("rest"),
+        )
+        .collect(engine="streaming")
     )
+
+
+def scatter(values: pl.Series, rows: pl.Series, length: int) -> pl.Series:
+    """A column of ``length`` nulls with ``values`` placed at ``rows``."""
+    out = pl.Series(values.name, [None], dtype=values.dtype).extend_constant(None, length - 1) if length else values.clear()
+    if rows.len():
+        out.scatter(rows, values)
+    return out
 
 
 def _looks_journal_mono(df: pl.DataFrame) -> bool:

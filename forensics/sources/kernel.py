@@ -50,7 +50,7 @@ from ..grammar import family_grammar, kind_of, parser
 from ..pci import canonical_bdf, requester_id_bdf
 from ..text import split_lines
 from . import envelope
-from .base import SourceResult, events_table, short_host
+from .base import SourceResult, events_table
 
 NAME = "kernel"
 FORMS = (
@@ -122,12 +122,20 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
     wrapped = ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
     free = msg.str.contains(rules.any_cont)
-    head_tag = _tag_expr(rules.heads)
-    ctx_tag = _tag_expr(rules.context)
+    df = (
+        df.lazy()
+        .with_columns(
+            cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
+            tagged=msg.str.contains(_alt([*rules.heads.values(), *rules.context.values()])),
+        )
+        .collect(engine="streaming")
+    )
+    # Head and context tags are rare: find them on the few lines that can have one.
+    rows = df.get_column("tagged").arg_true()
+    tags = df.select(pl.col("msg").gather(rows)).select(htag=_tag_expr(rules.heads), ctag=_tag_expr(rules.context))
     df = df.with_columns(
-        cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
-        htag=head_tag,
-        ctag=ctx_tag,
+        envelope.scatter(tags.get_column("htag"), rows, df.height).alias("htag"),
+        envelope.scatter(tags.get_column("ctag"), rows, df.height).alias("ctag"),
     )
     line_tag = (
         pl.when(pl.col("blank") | pl.col("marker")).then(pl.lit(""))
@@ -144,7 +152,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
     piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg)
     return df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start).drop(
-        "cont0", "htag", "ctag", "open_tag", "blank", "marker"
+        "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged"
     )
 
 
@@ -180,20 +188,31 @@ def _family_order(text: str) -> list[str]:
     return [k for k, rx in _anchor_res() if rx.search(first)]
 
 
+def _candidates_expr(first_line: pl.Expr) -> pl.Expr:
+    """For each record, the families whose anchors its first line has, in grammar order (vectorized)."""
+    g = family_grammar(NAME)
+    hits = [pl.when(first_line.str.contains(g.anchor_regex(k))).then(pl.lit(k)) for k in g.families]
+    return pl.concat_list(hits).list.drop_nulls()
+
+
 @cache
 def _anchor_res() -> tuple[tuple[str, re.Pattern[str]], ...]:
     g = family_grammar(NAME)
     return tuple((k, re.compile(g.anchor_regex(k))) for k in g.families)
 
 
-def parse_record(text: str, *, full: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+def parse_record(
+    text: str, *, full: bool = False, candidates: list[str] | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
     """Parse one record. Returns (fields, None) for a family, (None, None) for ``other``, or
     (None, error) when every family whose anchors the record has rejected it.
 
-    ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path).
+    ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path);
+    ``candidates`` are the families whose anchors the first line has, when the caller knows them.
     """
     lark = parser(NAME, _Parts)
-    candidates = _family_order(text)
+    if candidates is None:
+        candidates = _family_order(text)
     kinds = list(family_grammar(NAME).families) if full else candidates
     error = None
     for kind in kinds:
@@ -670,36 +689,69 @@ def parse_records(
     if df.height == 0:
         return SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
     kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
+    g = family_grammar(NAME)
+    heads = (
+        df.lazy()
+        .filter(pl.col("head"))
+        .select(
+            "rec", "i", "host", "ident", "ipid", "level", "uptime_s", "delta_s", "stamp", "stamp_kind", "caller",
+            "piece", is_kernel=kernel_line,
+            flag=kernel_line & (pl.lit(True) if full else pl.col("piece").str.contains(g.prefilter_regex())),
+        )
+        .collect(engine="streaming")
+    )  # fmt: skip
+    # Records are numbered 0..n-1 in order, so a record's number is its row among the heads.
     multi = df.filter(~pl.col("head")).get_column("rec").unique()
-    joined = (
-        df.filter(pl.col("rec").is_in(multi.implode()))
-        .group_by("rec", maintain_order=True)
-        .agg(joined=pl.col("piece").str.join("\n"))
-    )
-    heads = df.filter(pl.col("head")).join(joined, on="rec", how="left")
-    heads = heads.with_columns(message=pl.coalesce("joined", "piece"), is_kernel=kernel_line).drop("joined")
+    if multi.len():
+        joined = (
+            df.filter(pl.col("rec").is_in(multi.implode()))
+            .group_by("rec", maintain_order=True)
+            .agg(joined=pl.col("piece").str.join("\n"))
+        )
+        message = heads.get_column("piece").clone().scatter(joined.get_column("rec"), joined.get_column("joined"))
+    else:
+        message = heads.get_column("piece")
+    heads = heads.with_columns(message=message.alias("message")).drop("piece")
     if year is None:
         year = _year_from_stamps(heads)
-    ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.col("stamp_kind"), year=year, timezone=timezone)
-    heads = heads.with_columns(ts=ts, ts_from=ts_from)
-    g = family_grammar(NAME)
-    flag = pl.col("is_kernel") & (pl.lit(True) if full else pl.col("piece").str.contains(g.prefilter_regex()))
-    flagged = heads.filter(flag).select("rec", "i", "message")
+    if heads.get_column("stamp").null_count() < heads.height:
+        ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.col("stamp_kind"), year=year, timezone=timezone)
+    else:  # uptime-only logs (plain dmesg): no wall-clock time to read
+        ts, ts_from = pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
+    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).collect(engine="streaming")
+    flagged = heads.filter(pl.col("flag")).select(
+        "rec", "i", "message", "ts_from", "caller", "delta_s", "ts", "stamp",
+        candidates=_candidates_expr(pl.col("message").str.split("\n", inclusive=False).list.first()),
+    )  # fmt: skip
     found: list[dict[str, Any]] = []
     errors = 0
     first_error: str | None = None
-    for rec, i, message in flagged.iter_rows():
-        fields, error = parse_record(message, full=full)
+    memo: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+    for rec, i, message, ts_from, caller, delta_s, ts_value, stamp, candidates in flagged.iter_rows():
+        # Logs repeat records word for word (driver spam); parse each distinct text once.
+        if message not in memo:
+            memo[message] = parse_record(message, full=full, candidates=candidates)
+        fields, error = memo[message]
         if fields is not None:
-            fields["rec"] = rec
-            found.append(fields)
-        elif error is not None:
+            fields = {**fields, "detail": dict(fields["detail"])}
+        if fields is None and error is None:
+            continue
+        if fields is None:
             errors += 1
             if on_error == "raise":
-                raise ParseError(file, i + 1, error)
+                raise ParseError(file, i + 1, error or "")
             first_error = first_error or f"line {i + 1}: {error}"
-            found.append({"rec": rec, "kind": "unparsed", "severity": "warning", "gpu": None, "pid": None,
-                          "code": None, "detail": {"error": error}})  # fmt: skip
+            fields = {"kind": "unparsed", "severity": "warning", "gpu": None, "pid": None, "code": None,
+                      "detail": {"error": error}}  # fmt: skip
+        detail = fields["detail"]
+        # Envelope facts a family row keeps: how its time was read, printk caller id, delta stamp.
+        for key, value in (("ts_from", ts_from), ("caller", caller), ("delta_s", delta_s)):
+            if value is not None:
+                detail[key] = value
+        if ts_value is None and stamp is not None:
+            detail["stamp"] = stamp
+        fields["rec"] = rec
+        found.append(fields)
     table = _assemble(heads, found, file=file, incident=incident, host=host)
     note = None
     if errors and on_error == "warn":
@@ -719,47 +771,33 @@ def _year_from_stamps(heads: pl.DataFrame) -> int | None:
 
 def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
               host: str | None) -> pa.Table:  # fmt: skip
-    if found:
-        fam = pl.DataFrame(
-            {
-                "rec": [f["rec"] for f in found],
-                "f_kind": [f["kind"] for f in found],
-                "f_severity": [f["severity"] for f in found],
-                "f_gpu": [f["gpu"] for f in found],
-                "f_pid": [f["pid"] for f in found],
-                "f_code": [f["code"] for f in found],
-                "f_detail": [f["detail"] for f in found],
-            },
-            schema={"rec": pl.UInt32 if heads.schema["rec"] == pl.UInt32 else heads.schema["rec"],
-                    "f_kind": pl.String, "f_severity": pl.String, "f_gpu": pl.String, "f_pid": pl.Int64,
-                    "f_code": pl.Int64, "f_detail": pl.Object},  # fmt: skip
-        )
-        details = [json.dumps(f["detail"], ensure_ascii=False, default=str) for f in found]
-        fam = fam.drop("f_detail").with_columns(f_detail=pl.Series(details, dtype=pl.String))
-        heads = heads.join(fam, on="rec", how="left")
-    else:
-        heads = heads.with_columns(
-            f_kind=pl.lit(None, pl.String), f_severity=pl.lit(None, pl.String), f_gpu=pl.lit(None, pl.String),
-            f_pid=pl.lit(None, pl.Int64), f_code=pl.lit(None, pl.Int64), f_detail=pl.lit(None, pl.String),
-        )  # fmt: skip
+    n = heads.height
+    rows = pl.Series([f["rec"] for f in found], dtype=heads.schema["rec"])
+
+    def column(key: str, dtype: pl.DataType, values: list[Any] | None = None) -> pl.Series:
+        data = pl.Series(key, values if values is not None else [f[key] for f in found], dtype=dtype)
+        return envelope.scatter(data, rows, n)
+
+    details = [json.dumps(f["detail"], ensure_ascii=False, default=str) for f in found]
+    heads = heads.with_columns(
+        column("kind", pl.String()).alias("f_kind"),
+        column("severity", pl.String()).alias("f_severity"),
+        column("gpu", pl.String()).alias("f_gpu"),
+        column("pid", pl.Int64()).alias("f_pid"),
+        column("code", pl.Int64()).alias("f_code"),
+        column("detail", pl.String(), details).alias("f_detail"),
+    )
     template = pl.col("message").str.replace_all(_mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
-    other_detail = pl.struct(template=template, ts_from=pl.col("ts_from")).struct.json_encode()
-    # Envelope facts (ts_from, caller id, delta) go into a family row's detail too.
-    fam_detail = pl.concat_str(
-        pl.col("f_detail").str.slice(0, pl.col("f_detail").str.len_chars() - 1),
-        pl.when(pl.col("ts_from").is_not_null()).then(pl.format(', "ts_from": "{}"', pl.col("ts_from"))).otherwise(pl.lit("")),
-        pl.when(pl.col("caller").is_not_null()).then(pl.format(', "caller": "{}"', pl.col("caller"))).otherwise(pl.lit("")),
-        pl.when(pl.col("delta_s").is_not_null()).then(pl.format(', "delta_s": {}', pl.col("delta_s"))).otherwise(pl.lit("")),
+    other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
-        .then(pl.format(', "stamp": "{}"', pl.col("stamp"))).otherwise(pl.lit("")),
-        pl.lit("}"),
-    )  # fmt: skip
-    other_detail = pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null()).then(
-        pl.struct(template=template, stamp=pl.col("stamp")).struct.json_encode()
-    ).otherwise(other_detail)
-    out = heads.select(
+        .then(pl.struct(template=template, stamp=pl.col("stamp")).struct.json_encode())
+        .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from")).struct.json_encode())
+    )
+    host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
+    out = heads.lazy().select(
         incident=pl.lit(incident, pl.String),
-        host=pl.coalesce(pl.col("host"), pl.lit(host, pl.String)).map_batches(short_host, return_dtype=pl.String),
+        host=pl.when(host_col.str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$|:")).then(host_col)
+        .otherwise(host_col.str.split(".").list.first()),
         source=pl.when(pl.col("is_kernel")).then(pl.lit("kernel")).otherwise(pl.lit("journal")),
         file=pl.lit(file, pl.String),
         line=(pl.col("i") + 1).cast(pl.Int64),
@@ -772,7 +810,7 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         pid=pl.coalesce("f_pid", pl.when(~pl.col("is_kernel")).then(pl.col("ipid"))),
         code=pl.col("f_code"),
         message=pl.col("message"),
-        detail=pl.when(pl.col("f_detail").is_not_null()).then(fam_detail).otherwise(other_detail),
-    )
+        detail=pl.coalesce("f_detail", other_detail),
+    ).collect(engine="streaming")  # fmt: skip
     return events_table(out)
 
