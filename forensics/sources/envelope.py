@@ -38,7 +38,7 @@ ENVELOPE = (
     r"<(?P<p5>\d{1,3})>1 (?P<ts5>\S+) (?P<h5>\S+) (?P<a5>\S+) (?P<pid5>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"
     r"|(?P<kpri>\d{1,3}),(?P<kseq>\d+),(?P<kus>\d+),[^;]*;"
     r"|(?:<(?P<pri>\d{1,3})>)?"
-    rf"(?:(?P<tip>[\w.:-]+): (?P<tfac>{_FACILITY}): (?P<tlvl>\w+): \[(?P<tts>\d{{4}}-[^\]]+)\]:)?"
+    rf"(?:(?P<tip>[\w.:-]+): (?P<tfac>{_FACILITY}): +(?P<tlvl>\w+): \[(?P<tts>\d{{4}}-[^\]]+)\]:)?"
     rf"(?:(?P<xfac>{_FACILITY}) *:(?P<xlvl>{_LEVEL}) *: )?"
     r"(?:\[ *(?P<mono>\d+\.\d+)(?: <\s*(?P<delta>\d+\.\d+)>)?\]"
     r"|\[ *\+(?P<rel>\d+\.\d+)\]"
@@ -57,6 +57,9 @@ SYSLOG_HEAD = (
     r"^(?P<head> *(?:(?P<host>[^\s:\[\]]+) +)?(?P<ident>[^\s:\[\]]+)(?:\[(?P<ipid>\d+)\])?: "
     r"(?:\[ *(?P<kup>\d+\.\d+)\] ?)?(?:\[ *(?P<kcaller>[TC]\d+)\] ?)?)"
 )
+
+#: Lines per slice of the envelope pass.
+SLICE_LINES = 200_000
 
 _STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "rel", "human", "ctime", "iso", "sys"]
 
@@ -79,6 +82,58 @@ def month_numbers() -> dict[str, int]:
     return out
 
 
+def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
+    """The envelope columns of some lines (no syslog head yet)."""
+    # One pass reduces the regex groups to the final columns, a morsel at a time, so the
+    # dozens of mostly-null group columns never exist for the whole file at once.
+    iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
+    level_from_pri = pl.coalesce("p5", "pri", "kpri").cast(pl.Int32, strict=False)
+    form = (
+        pl.when(pl.col("p5").is_not_null()).then(pl.lit("rfc5424"))
+        .when(pl.col("kpri").is_not_null()).then(pl.lit("kmsg"))
+        .when(pl.col("tts").is_not_null()).then(pl.lit("talos"))
+        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
+        .when(iso_sys).then(pl.lit("syslog_iso"))
+        .when(pl.col("iso").is_not_null()).then(pl.lit("iso"))
+        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
+        .when(pl.col("mono").is_not_null()).then(pl.lit("mono"))
+        .when(pl.col("rel").is_not_null() | pl.col("human").is_not_null()).then(pl.lit("rel"))
+        .otherwise(pl.lit("none"))
+    )  # fmt: skip
+    stamp_kind = (
+        pl.when(pl.coalesce("ts5", "tts", "iso").is_not_null()).then(pl.lit("iso"))
+        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
+        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
+        .when(pl.col("human").is_not_null()).then(pl.lit("human"))
+    )  # fmt: skip
+    return (
+        pl.LazyFrame({"raw": raw})
+        .with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
+        .unnest("e")
+        .select(
+            form=form,
+            level=pl.coalesce(
+                pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
+                (level_from_pri % 8).replace_strict(dict(enumerate(_PRIORITY)), default=None, return_dtype=pl.String),
+            ),
+            host=pl.coalesce("h5", "tip"),
+            ident=pl.coalesce(pl.col("a5").replace("-", None), pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))),
+            ipid=pl.col("pid5").cast(pl.Int64, strict=False),
+            uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6),
+            delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
+            stamp=pl.coalesce("ts5", "tts", "iso", "ctime", "sys", "human"),
+            stamp_kind=stamp_kind,
+            caller=pl.col("caller"),
+            stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
+            kernel_prefix=pl.col("kpfx").is_not_null(),
+            # The "[host] ident[pid]:" head follows syslog-style stamps only.
+            syslogish=(pl.col("sys").is_not_null() | iso_sys) & pl.col("kpfx").is_null() & pl.col("p5").is_null(),
+            msg=pl.col("raw").str.slice(pl.col("env").str.len_chars()),
+        )
+        .collect(engine="streaming")
+    )
+
+
 def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame:
     """Split every line into envelope columns and ``msg``.
 
@@ -88,81 +143,35 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
     ``kernel_prefix``, ``msg``. ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a
     host (journalctl short-monotonic) rather than being plain dmesg; ``None`` decides from the lines.
     """
-    df = (
-        pl.LazyFrame({"raw": lines})
-        .with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
-        .unnest("e")
-        .with_columns(rest=pl.col("raw").str.slice(pl.col("env").str.len_chars()))
-        .collect(engine="streaming")
+    # Slices of lines bound the memory the dozens of mostly-null regex groups take.
+    df = pl.concat(
+        [_envelope_frame(lines.slice(start, SLICE_LINES)) for start in range(0, max(len(lines), 1), SLICE_LINES)],
+        rechunk=False,
     )
     if journal_mono is None:
         journal_mono = _looks_journal_mono(df)
-    iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
-    sysish = pl.col("sys").is_not_null() | iso_sys
+    sysish = pl.col("syslogish")
     if journal_mono:
-        sysish = sysish | pl.col("mono").is_not_null()
-    sysish = sysish & pl.col("kpfx").is_null() & pl.col("p5").is_null()
-    # The "[host] ident[pid]:" head only follows syslog-style stamps: read it on those rows alone.
-    rows = df.select(sysish.fill_null(False).arg_true()).to_series()
-    head_cols = ["head", "host", "ident", "ipid", "kup", "kcaller"]
-    heads = (
-        df.get_column("rest").gather(rows).to_frame().select(h=pl.col("rest").str.extract_groups(SYSLOG_HEAD)).unnest("h")
-        if rows.len()
-        else pl.DataFrame({c: pl.Series([], dtype=pl.String) for c in head_cols})
-    )
-    df = df.with_columns(scatter(heads.get_column(c), rows, df.height).alias(c) for c in head_cols)
-    df = df.with_columns(rest=pl.col("rest").str.slice(pl.col("head").str.len_chars().fill_null(0)))
-    level_from_pri = pl.coalesce("p5", "pri", "kpri").cast(pl.Int32, strict=False)
-    level = pl.coalesce(
-        pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
-        (level_from_pri % 8).replace_strict(dict(enumerate(_PRIORITY)), default=None, return_dtype=pl.String),
-    )
-    form = (
-        pl.when(pl.col("p5").is_not_null()).then(pl.lit("rfc5424"))
-        .when(pl.col("kpri").is_not_null()).then(pl.lit("kmsg"))
-        .when(pl.col("tts").is_not_null()).then(pl.lit("talos"))
-        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
-        .when(iso_sys).then(pl.lit("syslog_iso"))
-        .when(pl.col("iso").is_not_null()).then(pl.lit("iso"))
-        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
-        .when(pl.col("mono").is_not_null() & pl.col("ident").is_not_null()).then(pl.lit("journal_mono"))
-        .when(pl.col("mono").is_not_null()).then(pl.lit("mono"))
-        .when(pl.col("rel").is_not_null() | pl.col("human").is_not_null()).then(pl.lit("rel"))
-        .otherwise(pl.lit("none"))
-    )  # fmt: skip
-    stamp = pl.coalesce("ts5", "tts", "iso", "ctime", "sys", "human")
-    stamp_kind = (
-        pl.when(pl.coalesce("ts5", "tts", "iso").is_not_null()).then(pl.lit("iso"))
-        .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
-        .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
-        .when(pl.col("human").is_not_null()).then(pl.lit("human"))
-    )  # fmt: skip
-    uptime = pl.coalesce(
-        pl.col("kup").cast(pl.Float64, strict=False),
-        pl.col("mono").cast(pl.Float64, strict=False),
-        pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
-    )
-    return (
-        df.lazy()
-        .select(
-            form=form,
-            level=level,
-            host=pl.coalesce("h5", "tip", "host"),
-            ident=pl.coalesce(
-                pl.col("a5").replace("-", None), "ident", pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))
-            ),
-            ipid=pl.coalesce(pl.col("pid5").cast(pl.Int64, strict=False), pl.col("ipid").cast(pl.Int64, strict=False)),
-            uptime_s=uptime,
-            delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
-            stamp=stamp,
-            stamp_kind=stamp_kind,
-            caller=pl.coalesce("kcaller", "caller"),
-            stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
-            kernel_prefix=pl.col("kpfx").is_not_null(),
-            msg=pl.col("rest"),
+        sysish = sysish | ((pl.col("form") == "mono") & ~pl.col("kernel_prefix"))
+    rows = df.select(sysish.arg_true()).to_series()
+    if rows.len():
+        heads = df.get_column("msg").gather(rows).to_frame().select(h=pl.col("msg").str.extract_groups(SYSLOG_HEAD)).unnest("h")
+        n = df.height
+        host = scatter(heads.get_column("host"), rows, n)
+        ident = scatter(heads.get_column("ident"), rows, n)
+        df = df.with_columns(
+            host=pl.coalesce(pl.col("host"), host),
+            ident=pl.coalesce(pl.col("ident"), ident),
+            ipid=pl.coalesce(pl.col("ipid"), scatter(heads.get_column("ipid"), rows, n).cast(pl.Int64, strict=False)),
+            uptime_s=pl.coalesce(scatter(heads.get_column("kup"), rows, n).cast(pl.Float64, strict=False), pl.col("uptime_s")),
+            caller=pl.coalesce(scatter(heads.get_column("kcaller"), rows, n), pl.col("caller")),
+            msg=pl.col("msg").str.slice(scatter(heads.get_column("head"), rows, n).str.len_chars().fill_null(0)),
         )
-        .collect(engine="streaming")
-    )
+        df = df.with_columns(
+            form=pl.when((pl.col("form") == "mono") & pl.col("ident").is_not_null())
+            .then(pl.lit("journal_mono")).otherwise(pl.col("form"))
+        )
+    return df.drop("syslogish")
 
 
 def scatter(values: pl.Series, rows: pl.Series, length: int) -> pl.Series:
@@ -175,7 +184,7 @@ def scatter(values: pl.Series, rows: pl.Series, length: int) -> pl.Series:
 
 def _looks_journal_mono(df: pl.DataFrame) -> bool:
     """True when most ``[ 1.2] …`` lines read ``host ident[pid]: …`` (journalctl short-monotonic)."""
-    sample = df.filter(pl.col("mono").is_not_null()).head(2000).get_column("rest")
+    sample = df.filter(pl.col("form") == "mono").head(2000).get_column("msg")
     if sample.is_empty():
         return False
     hits = sample.str.contains(r"^[^\s:\[\]]+ (?:kernel|[\w.@-]+\[\d+\]|systemd(?:-\w+)?): ").sum()

@@ -117,8 +117,9 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     stamp_share = env.get_column("stamped").mean() if env.height else 0.0
     blank = raw.str.strip_chars() == ""
     marker = raw.str.contains(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
-    df = env.with_columns(blank=blank, marker=marker)
-    indented = ~stamped & msg.str.contains(r"^\s+\S")
+    df = env.with_columns(blank=blank, marker=marker, raw_indented=raw.str.contains(r"^\s+\S"))
+    # The envelope may have eaten one space of an unstamped line: look at the line as printed.
+    indented = ~stamped & pl.col("raw_indented")
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
     wrapped = ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
     free = msg.str.contains(rules.any_cont)
@@ -150,9 +151,10 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
         & (pl.col("cont0") | (pl.col("ctag").is_not_null() & (pl.col("open_tag") == pl.col("ctag"))))
     ).fill_null(False)  # fmt: skip
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
-    piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg)
+    # Inside a record an unstamped line loses the indentation that aligned it under the stamp.
+    piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg) if stamp_share < 1 else msg
     return df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start).drop(
-        "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged"
+        "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
     )
 
 
@@ -302,10 +304,11 @@ def _xid(parts: dict[str, Any], text: str) -> dict[str, Any]:
 def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
     """Fields printed inside the Xid text by the generations in FACTS.md §C1e / PROVENANCE.md."""
     out: dict[str, Any] = {}
-    if ch := _search(r"\b(?:Ch|channel|Channel ID|ChID) (?:0x)?([0-9a-fA-F]+)", body):
+    if ch := _search(r"\b(?:Channel ID|Channel|channel|ChID|Ch) (?:0x)?([0-9a-fA-F]+)\b", body):
         out["channel"] = int(ch, 16)
-    if m := re.search(r"MMU Fault: ENGINE (\S+)(?: (\S+))? faulted @ (0x[0-9a-fA-F_]+)\. Fault is of type (\S+) (\S+)", body):
-        out.update(engine=m[1], client=m[2], fault_address=m[3].replace("_", ""), fault_type=m[4], access_type=m[5])
+    if m := re.search(r"MMU Fault: ENGINE (\S+)((?: \S+)*?) faulted @ (0x[0-9a-fA-F_]+)\. Fault is of type (\S+) (\S+)", body):
+        out.update(engine=m[1], client=m[2].strip() or None, fault_address=m[3].replace("_", ""),
+                   fault_type=m[4], access_type=m[5])  # fmt: skip
     if m := re.search(r"\(GPC (\d+), TPC (\d+), SM (\d+)\)(?::\s*(.*))?", body):
         out.update(gpc=int(m[1]), tpc=int(m[2]), sm=int(m[3]))
         if m[4]:
@@ -474,7 +477,7 @@ def _device_line(text: str) -> tuple[str | None, str | None]:
 
 def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
     driver, device = _device_line(text)
-    phrase = _tok(parts["tokens"], "A_PCIE__LINK") or ""
+    phrase = (_tok(parts["tokens"], "A_PCIE__LINK") or "").strip()
     if "successful" in phrase:
         state, sev = "recovered", "notice"
     elif "Link Up" in phrase or "Card present" in phrase:
@@ -666,10 +669,11 @@ def parse(
 ) -> SourceResult:
     """Parse kernel-log bytes into ``events`` rows (see the module docstring)."""
     lines, bad_utf8 = split_lines(data)
-    env = envelope.split(lines)
-    df = group_records(env, lines).with_row_index("i")
-    return parse_records(df, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                         on_error=on_error, full=full, lines=len(lines), bad_utf8=bad_utf8)  # fmt: skip
+    n_lines = len(lines)
+    grouped = group_records(envelope.split(lines), lines).with_row_index("i")
+    del lines  # the records hold the text from here on; a big log should not be kept twice
+    return parse_records(grouped, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                         on_error=on_error, full=full, lines=n_lines, bad_utf8=bad_utf8)  # fmt: skip
 
 
 def parse_records(

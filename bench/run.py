@@ -1,0 +1,182 @@
+"""Benchmarks, run side by side in one run and reported as ratios (``make bench``).
+
+Kernel source, on a generated realistic 1,000,000-line log (``bench/gen_kernel.py``):
+
+* ``ours``       forensics' kernel parse to an Arrow events table (all cores, and with one Polars thread)
+* ``grep``       ``grep -E -c`` with the prefilter's pattern (translated to POSIX ERE) on the same file
+* ``re``         a plain per-line Python ``re`` parser producing the same columns (envelope, kind from
+                 the anchors, template, JSON detail) into an Arrow table
+* ``lark``       Lark on every record (no prefilter), on a slice, scaled to the file
+
+Every figure is the median of several runs; each run is a fresh process (so it includes what a user
+pays: imports, allocation warm-up) and reports its peak RSS. Results: a table on stdout and
+``bench/results.json``.
+
+    python bench/run.py [--lines 1000000] [--runs 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+OUT = HERE / "out"
+sys.path.insert(0, str(HERE))
+
+CHILD_OURS = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from forensics.sources import kernel
+data = open(sys.argv[1], "rb").read()
+t = time.perf_counter()
+result = kernel.parse(data, file="bench.log")
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows, "import_s": t - t0,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_RE = """
+import json, re, resource, sys, time
+import pyarrow as pa
+from forensics.grammar import family_grammar
+from forensics.schema import EVENTS
+from forensics.sources import envelope, kernel
+data = open(sys.argv[1], "rb").read()
+t = time.perf_counter()
+env = re.compile(envelope.ENVELOPE)
+g = family_grammar("kernel")
+prefilter = re.compile(g.prefilter_regex())
+anchors = [(k, re.compile(g.anchor_regex(k))) for k in g.families]
+mask = re.compile(kernel._mask_regex())
+rows = []
+for n, line in enumerate(data.decode("utf-8", "backslashreplace").split("\\n")[:-1], start=1):
+    m = env.match(line)
+    msg = line[m.end():]
+    uptime = float(m["mono"]) if m["mono"] else None
+    kind = "other"
+    if prefilter.search(msg):
+        kind = next((k for k, rx in anchors if rx.search(msg)), "other")
+    detail = json.dumps({"template": mask.sub("<*>", msg)[:256]})
+    rows.append({"incident": "", "host": m["h5"] or m["tip"], "source": "kernel", "file": "bench.log", "line": n,
+                 "ts": None, "uptime_s": uptime, "kind": kind, "severity": "info", "gpu": None, "rank": None,
+                 "pid": None, "code": None, "message": msg, "detail": detail})
+table = pa.Table.from_pylist(rows, schema=EVENTS)
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": table.num_rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_LARK = """
+import json, resource, sys, time
+from forensics.sources import kernel
+data = open(sys.argv[1], "rb").read()
+t = time.perf_counter()
+result = kernel.parse(data, file="slice.log", full=True)
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def to_ere(pattern: str) -> str:
+    """Translate the prefilter (Python/Rust syntax) into POSIX ERE for ``grep -E``."""
+    out = pattern.replace("(?:", "(").replace("*?", "*").replace("+?", "+")
+    out = out.replace("[^\\n]", ".").replace("\\n", "")
+    out = out.replace("\\d", "[0-9]").replace("\\s", "[[:space:]]").replace("\\w", "[[:alnum:]_]")
+    return re.sub(r"\\([/'])", r"\1", out)
+
+
+def child(code: str, path: Path, *, env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, check=True)  # fmt: skip
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def median_of(runs: int, fn) -> dict:
+    results = [fn() for _ in range(runs)]
+    seconds = statistics.median(r["seconds"] for r in results)
+    best = min(results, key=lambda r: abs(r["seconds"] - seconds))
+    return {**best, "seconds": seconds, "all_seconds": [round(r["seconds"], 3) for r in results]}
+
+
+def grep_count(pattern: str, path: Path) -> dict:
+    t = time.perf_counter()
+    proc = subprocess.run(["grep", "-E", "-c", pattern, str(path)], capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"grep failed: {proc.stderr}")
+    return {"seconds": elapsed, "rows": int(proc.stdout.strip() or 0), "rss_mb": None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="gpu-forensics benchmarks")
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--lark-lines", type=int, default=20_000)
+    ap.add_argument("--quick", action="store_true", help="100k lines, 1 run (a smoke test)")
+    args = ap.parse_args()
+    if args.quick:
+        args.lines, args.runs = 100_000, 1
+
+    from gen_kernel import generate
+
+    from forensics.grammar import family_grammar
+
+    OUT.mkdir(exist_ok=True)
+    log = OUT / f"kernel-{args.lines}.log"
+    if not log.exists():
+        log.write_bytes(generate(args.lines, seed=1))
+    size_mb = log.stat().st_size / 1e6
+    lark_slice = OUT / f"kernel-{args.lines}-slice{args.lark_lines}.log"
+    lark_slice.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[: args.lark_lines]))
+    slice_mb = lark_slice.stat().st_size / 1e6
+
+    pattern = to_ere(family_grammar("kernel").prefilter_regex())
+    results = {
+        "grep": median_of(max(5, args.runs), lambda: grep_count(pattern, log)),
+        "ours": median_of(args.runs, lambda: child(CHILD_OURS, log)),
+        "ours_1thread": median_of(args.runs, lambda: child(CHILD_OURS, log, env={"POLARS_MAX_THREADS": "1"})),
+        "re": median_of(args.runs, lambda: child(CHILD_RE, log)),
+        "lark_every_record": median_of(args.runs, lambda: child(CHILD_LARK, lark_slice)),
+    }
+    results["lark_every_record"]["scaled_seconds"] = results["lark_every_record"]["seconds"] * size_mb / slice_mb
+    ours = results["ours"]["seconds"]
+    summary = {
+        "file_mb": round(size_mb, 1),
+        "lines": args.lines,
+        "ours_mb_per_s": round(size_mb / ours, 1),
+        "ours_1thread_mb_per_s": round(size_mb / results["ours_1thread"]["seconds"], 1),
+        "ours_over_grep": round(ours / results["grep"]["seconds"], 2),
+        "re_over_ours": round(results["re"]["seconds"] / ours, 2),
+        "lark_over_ours": round(results["lark_every_record"]["scaled_seconds"] / ours, 2),
+        "targets": {"mb_per_s_per_core>=100": size_mb / results["ours_1thread"]["seconds"] >= 100,
+                    "ours<=8x_grep": ours <= 8 * results["grep"]["seconds"],
+                    "re>=3x_ours": results["re"]["seconds"] >= 3 * ours},  # fmt: skip
+    }
+    print(f"kernel source: {args.lines:,} lines, {size_mb:.1f} MB, median of {args.runs} runs (grep: {max(5, args.runs)})")
+    print(f"{'method':<34}{'seconds':>9}{'MB/s':>9}{'ratio':>8}{'peak MB':>9}{'rows':>10}")
+    rows = [
+        ("grep -E -c (prefilter pattern)", results["grep"]),
+        ("ours (all cores)", results["ours"]),
+        ("ours (POLARS_MAX_THREADS=1)", results["ours_1thread"]),
+        ("per-line Python re baseline", results["re"]),
+        (f"Lark on every record ({args.lark_lines:,} lines, scaled)", results["lark_every_record"]),
+    ]
+    for name, r in rows:
+        seconds = r.get("scaled_seconds", r["seconds"])
+        rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") else "-"
+        print(f"{name:<34}{seconds:>9.3f}{size_mb / seconds:>9.1f}{seconds / ours:>8.2f}{rss:>9}{r['rows']:>10,}")
+    print("targets:", ", ".join(f"{k} {'OK' if v else 'MISSED'}" for k, v in summary["targets"].items()))
+    (HERE / "results.json").write_text(json.dumps({"kernel": {"summary": summary, "runs": results}}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
