@@ -95,7 +95,7 @@ FAMILY: list[tuple[float, Gen]] = [
                                       f"oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,oom_memcg=/kubepods/pod{_hex(r, 8)},task_memcg=/kubepods/pod{_hex(r, 8)}/{_hex(r, 12)},task={comm},pid={pid},uid=0",
                                       f"Memory cgroup out of memory: Killed process {pid} ({comm}) total-vm:{r.randint(10**7, 10**8)}kB, anon-rss:{r.randint(10**7, 10**8)}kB, file-rss:{r.randint(10**4, 10**6)}kB, shmem-rss:0kB, UID:0 pgtables:{r.randint(10**4, 10**5)}kB oom_score_adj:0"])(_comm(r), r.randint(1000, 4000000))),
     (1, lambda r: [f"EDAC MC{r.randint(0, 3)}: 1 CE memory read error on CPU_SrcID#{r.randint(0, 1)}_MC#0_Chan#{r.randint(0, 7)}_DIMM#0 (channel:{r.randint(0, 7)} slot:0 page:0x{_hex(r, 6)} offset:0x0 grain:32 syndrome:0x0 - area:DRAM err_code:0001:0090 socket:0 imc:0 rank:0 bg:1 ba:2 row:{_hex(r, 5)} col:{_hex(r, 3)})"]),
-    (1, lambda r: [f"mce: [Hardware Error]: Machine check events logged"]),
+    (1, lambda r: ["mce: [Hardware Error]: Machine check events logged"]),
     (1, lambda r: [f"mce: CPU{r.randint(0, 127)}: Core temperature above threshold, cpu clock throttled (total events = {r.randint(1, 9999)})"]),
     (1, lambda r: [f"nvme nvme{r.randint(0, 7)}: I/O {r.randint(0, 1023)} QID {r.randint(0, 64)} timeout, reset controller"]),
     (1, lambda r: [f"mlx5_core {_bdf(r)}: mlx5_cmd_out_err:838:(pid {r.randint(1, 99999)}): QUERY_VPORT_COUNTER(0x770) op_mod(0x0) failed, status bad parameter(0x3), syndrome (0x{_hex(r, 6)}), err(-22)"]),

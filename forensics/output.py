@@ -60,9 +60,9 @@ def table_text(events: pa.Table) -> str:
     rows = view.rows()
     names = ["WHERE", "TIME", "HOST", "KIND", "SEVERITY", "GPU", "CODE", "MESSAGE"]
     widths = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(len(names) - 1)]
-    out = ["  ".join(n.ljust(w) for n, w in zip(names, widths)) + "  MESSAGE"]
+    out = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=False)) + "  MESSAGE"]
     for r in rows:
-        out.append("  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[-1])
+        out.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) + "  " + r[-1])
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from . import sources
 from .errors import InputError
 from .schema import FILES
-from .sources.base import SourceResult, events_table
+from .sources.base import SourceResult
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -115,6 +115,3 @@ def parse_path(path: str | Path, **options: object) -> Parsed:
     """Like :func:`parse_file` but also returns the ``files`` row."""
     return parse_bytes(read_bytes(path), file=str(path), **options)  # type: ignore[arg-type]
 
-
-def empty_events() -> pa.Table:
-    return events_table([])

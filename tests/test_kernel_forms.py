@@ -177,3 +177,14 @@ def test_old_aer_requester_id_and_long_bit_names() -> None:
 def test_year_rolls_over_new_year() -> None:
     a, b = rows(f"Dec 31 23:59:59 h kernel: {XID79}\nJan  1 00:00:01 h kernel: {XID79}\n", year=2024)
     assert (a["ts"].year, b["ts"].year) == (2024, 2025)
+
+
+def test_wrapped_lines_join_but_pasted_family_lines_stand_alone() -> None:
+    got = rows(
+        "[ 1.0] kubelet: reflector.go:256] watch of *v1.Pod ended with: too old resource version: w\n"
+        "atch of *v1.Pod ended\n"
+        f"{XID79}\n"
+        "[ 2.0] docker0: port 1(veth1) entered disabled state\n"
+    )
+    assert [(r["line"], r["kind"]) for r in got] == [(1, "other"), (3, "gpu.xid"), (4, "other")]
+    assert got[0]["message"].endswith("\natch of *v1.Pod ended")

@@ -32,7 +32,7 @@ def _check_partition(data: bytes) -> None:
     lines = df["line"].to_list()
     spans = [m.count("\n") + 1 for m in df["message"].to_list()]
     assert lines[0] == 1
-    for here, span, nxt in zip(lines, spans, lines[1:] + [n_lines + 1]):
+    for here, span, nxt in zip(lines, spans, lines[1:] + [n_lines + 1], strict=True):
         assert here + span == nxt, "records must tile the input lines"
     for detail in df["detail"].to_list():
         json.loads(detail)

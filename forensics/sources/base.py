@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,17 +31,3 @@ def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_arrays(
         [table.column(name).cast(EVENTS.field(name).type) for name in EVENTS.names], schema=EVENTS
     )
-
-
-def short_host(hosts: pl.Series) -> pl.Series:
-    """Host names cut at their first dot (``ip-10-0-0-7.ec2.internal`` → ``ip-10-0-0-7``); IPs kept whole."""
-    uniq = {h: _short(h) for h in hosts.drop_nulls().unique().to_list()}
-    return hosts.replace_strict(uniq, default=None, return_dtype=pl.String) if uniq else hosts
-
-
-def _short(host: str) -> str:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return host.split(".", 1)[0] or host
-    return host

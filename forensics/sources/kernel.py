@@ -121,7 +121,11 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # The envelope may have eaten one space of an unstamped line: look at the line as printed.
     indented = ~stamped & pl.col("raw_indented")
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
-    wrapped = ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
+    # (Unless it is a record of its own: a family line pasted without its stamp.)
+    wrapped = (
+        ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
+        & ~msg.str.contains(family_grammar(NAME).prefilter_regex())
+    )  # fmt: skip
     free = msg.str.contains(rules.any_cont)
     df = (
         df.lazy()
