@@ -123,7 +123,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
     # (Unless it is a record of its own: a family line pasted without its stamp.)
     wrapped = (
-        ~stamped & pl.lit((stamp_share or 0.0) > 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
+        ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
         & ~msg.str.contains(family_grammar(NAME).prefilter_regex())
     )  # fmt: skip
     free = msg.str.contains(rules.any_cont)
