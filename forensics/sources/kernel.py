@@ -41,12 +41,11 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-from lark import Token, Transformer, Tree
-from lark.exceptions import LarkError
+from lark import Token, Tree
 
 from .. import catalog
 from ..errors import ParseError
-from ..grammar import family_grammar, kind_of, parser
+from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
 from ..text import split_lines
 from . import envelope
@@ -124,7 +123,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # (Unless it is a record of its own: a family line pasted without its stamp.)
     wrapped = (
         ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
-        & ~msg.str.contains(family_grammar(NAME).prefilter_regex())
+        & ~msg.str.contains(KERNEL.prefilter())
     )  # fmt: skip
     free = msg.str.contains(rules.any_cont)
     df = (
@@ -172,76 +171,14 @@ def _tag_expr(tags: dict[str, str]) -> pl.Expr:
 # ---------------------------------------------------------------------------------------- grammar
 
 
-class _Parts(Transformer):
-    """Lark callbacks: each family returns ``{"kind": …, "tokens": …}`` plus the fields its rule names."""
-
-    def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
-        if "__" in data and not data.startswith("_"):  # a family; Lark's own helpers are "__…"
-            return {"kind": kind_of(data), "tokens": [c for c in children if isinstance(c, Token)],
-                    "parts": [c for c in children if not isinstance(c, Token)]}  # fmt: skip
-        return Tree(data, children, meta)
+class _Parts(Parts):
+    """The kernel grammar's callbacks: the Xid pid and name fields come back as pairs."""
 
     def xid_pid(self, children: list[Token]) -> tuple[str, str]:
         return ("pid", str(children[0]))
 
     def xid_name(self, children: list[Token]) -> tuple[str, str]:
         return ("name", str(children[0]))
-
-
-def _family_order(text: str) -> list[str]:
-    """The families whose anchors appear on the record's first line, in grammar order."""
-    first = text.split("\n", 1)[0]
-    return [k for k, rx in _anchor_res() if rx.search(first)]
-
-
-def _candidates_expr(first_line: pl.Expr) -> pl.Expr:
-    """For each record, the families whose anchors its first line has, in grammar order (vectorized)."""
-    g = family_grammar(NAME)
-    hits = [pl.when(first_line.str.contains(g.anchor_regex(k))).then(pl.lit(k)) for k in g.families]
-    return pl.concat_list(hits).list.drop_nulls()
-
-
-@cache
-def _anchor_res() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    g = family_grammar(NAME)
-    return tuple((k, re.compile(g.anchor_regex(k))) for k in g.families)
-
-
-def parse_record(
-    text: str, *, full: bool = False, candidates: list[str] | None = None
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Parse one record. Returns (fields, None) for a family, (None, None) for ``other``, or
-    (None, error) when every family whose anchors the record has rejected it.
-
-    ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path);
-    ``candidates`` are the families whose anchors the first line has, when the caller knows them.
-    """
-    lark = parser(NAME, _Parts)
-    if candidates is None:
-        candidates = _family_order(text)
-    kinds = list(family_grammar(NAME).families) if full else candidates
-    error = None
-    for kind in kinds:
-        try:
-            parts = lark.parse(text, start=kind.replace(".", "__", 1))
-        except LarkError as exc:
-            # A record is "unparsed" when it carries a family's anchor but the family rejects it.
-            if error is None and kind in candidates:
-                error = f"{kind}: {_short_error(exc, text)}"
-            continue
-        return _ENRICH.get(kind, _generic)(parts, text), None
-    return None, error
-
-
-def _short_error(exc: LarkError, text: str) -> str:
-    lines = str(exc).strip().splitlines()
-    where = ""
-    if hasattr(exc, "get_context"):
-        try:
-            where = " near " + repr(exc.get_context(text, span=24).splitlines()[0].strip())  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - the context is a courtesy, never a second failure
-            where = ""
-    return (lines[0] if lines else type(exc).__name__) + where
 
 
 # ---------------------------------------------------------------------------------------- families
@@ -254,13 +191,6 @@ _SEVERITY_BY_ACTION = {
     "WORKFLOW_NVLINK_ERR": "critical", "WORKFLOW_NVLINK5_ERR": "error", "CONTACT_SUPPORT": "critical",
     "CHECK_MECHANICALS": "critical", "UPDATE_SWFW": "error", "XID_154": "warning",
 }  # fmt: skip
-
-
-def _row(kind: str, severity: str, fields: dict[str, Any] | None = None, *, gpu: str | None = None,
-         pid: int | None = None, code: int | None = None, **detail: Any) -> dict[str, Any]:  # fmt: skip
-    """A family row; ``fields`` and the keywords left over make its ``detail``."""
-    return {"kind": kind, "severity": severity, "gpu": gpu, "pid": pid, "code": code,
-            "detail": {**(fields or {}), **detail}}  # fmt: skip
 
 
 def _int(text: str | None, base: int = 10) -> int | None:
@@ -302,7 +232,7 @@ def _xid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     }  # fmt: skip
     detail.update(_xid_text_fields(code, body))
     severity = "critical" if code in (48, 79, 95, 140) else _SEVERITY_BY_ACTION.get(action or "", "error")
-    return _row("gpu.xid", severity, detail, gpu=canonical_bdf(bus), pid=pid, code=code)
+    return row("gpu.xid", severity, detail, gpu=canonical_bdf(bus), pid=pid, code=code)
 
 
 def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
@@ -343,7 +273,7 @@ def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
 def _off_bus(parts: dict[str, Any], text: str) -> dict[str, Any]:
     bdf = next((str(t) for t in parts["tokens"] if t.type == "BDF"), None)
     pci_id = next((str(t) for t in parts["tokens"] if t.type == "PCI_ID"), None)
-    return _row("gpu.off_bus", "critical", gpu=canonical_bdf(bdf), code=79, text=_oneline(text), pci_id=pci_id)
+    return row("gpu.off_bus", "critical", gpu=canonical_bdf(bdf), code=79, text=_oneline(text), pci_id=pci_id)
 
 
 _DRIVER_EVENTS = (
@@ -380,7 +310,7 @@ def _driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
         detail["rm_status"] = code
     if event == "init_failed" and (minor := _search(r"device minor number (\d+)", first)):
         detail["minor"] = int(minor)
-    return _row("gpu.driver", severity, detail, gpu=gpu)
+    return row("gpu.driver", severity, detail, gpu=gpu)
 
 
 def _sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -392,7 +322,7 @@ def _sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     link = _int(_search(r"Link (\d+)", body))
     switch = _int(_search(r"nvidia-nvswitch(\d+)", text))
     data = _search(r"Data \{([^}]*)\}", text)
-    return _row(
+    return row(
         "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(bdf), code=code, text=body,
         fatal=fatal, link=link, nvswitch=switch, severity_level=_int(_search(r"Severity (\d+)", text)),
         data=[d.strip() for d in data.split(",")] if data else None,
@@ -455,7 +385,7 @@ def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
         agent = catalog.aer_agent(bits)
     gpu = endpoint or source_id
     sev = {"corrected": "warning", "nonfatal": "error", "fatal": "critical"}[aer_severity]
-    return _row(
+    return row(
         "pcie.aer", sev, gpu=gpu, aer_severity=aer_severity, layer=layer, agent=agent, bits=bits,
         first=first_bit, port=port, source=source_id, vendor_device=vendor_device, status=status,
         mask=mask, multiple=multiple, tlp=tlp or None,
@@ -494,7 +424,7 @@ def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
         state, sev = "recovery_failed", "error"
     else:
         state, sev = "down", "error"
-    return _row("pcie.link", sev, gpu=device if driver == "nvidia" else None, text=_oneline(text),
+    return row("pcie.link", sev, gpu=device if driver == "nvidia" else None, text=_oneline(text),
                 state=state, device=device, driver=driver)  # fmt: skip
 
 
@@ -505,7 +435,7 @@ def _net_link(parts: dict[str, Any], text: str) -> dict[str, Any]:
     driver, device = _device_line(first)
     port = _int(_search(r"Port: (\d+)", first))
     ifname = _search(r"(?:^|\s)(\w[\w.-]*): (?:NIC )?Link", first)
-    return _row("net.link", "warning" if state == "down" else "info", text=first, state=state,
+    return row("net.link", "warning" if state == "down" else "info", text=first, state=state,
                 device=device or ifname, driver=driver, port=port, interface=ifname)  # fmt: skip
 
 
@@ -519,19 +449,19 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if fw := _search(r"fw_ver ([\d.]+)", text):
         detail["fw_ver"] = fw
     sev = "warning" if "insufficient power" in first else "error"
-    return _row("net.nic", sev, detail)
+    return row("net.nic", sev, detail)
 
 
 def _cpu_throttle(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"CPU(\d+): (Core|Package) (temperature|power limit notification)", text)
     normal = "normal" in text
-    return _row("host.cpu_throttle", "info" if normal else "warning", cpu=_int(m[1]) if m else None,
+    return row("host.cpu_throttle", "info" if normal else "warning", cpu=_int(m[1]) if m else None,
                 scope=m[2].lower() if m else None, cause="power" if m and "power" in m[3] else "temperature",
                 state="normal" if normal else "throttled", events=_int(_search(r"total events = (\d+)", text)))  # fmt: skip
 
 
 def _mce(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    return _row("host.mce", "error", text=_oneline(text), cpu=_int(_search(r"CPU (\d+): Machine Check", text)),
+    return row("host.mce", "error", text=_oneline(text), cpu=_int(_search(r"CPU (\d+): Machine Check", text)),
                 bank=_int(_search(r"Bank (\d+)", text)), status=_search(r"Bank \d+: ([0-9a-f]+)", text),
                 address=_search(r"ADDR ([0-9a-fx]+)", text))  # fmt: skip
 
@@ -542,7 +472,7 @@ def _edac(parts: dict[str, Any], text: str) -> dict[str, Any]:
     kind = m[3] if m else ("UE" if "ncorrect" in text else None)
     ce = count if kind == "CE" else (0 if kind == "UE" else None)
     ue = count if kind == "UE" else (0 if kind == "CE" else None)
-    return _row(
+    return row(
         "host.edac", "critical" if kind == "UE" else "warning", mc=_int(m[1]) if m else _int(_search(r"MC(\d+)", text)),
         ce=ce, ue=ue, error=m[4].strip() if m else None, dimm=m[5] if m else None,
         overflow="OVERFLOW" in text, address=_search(r"ADDR ([0-9a-fx]+)", text),
@@ -558,7 +488,7 @@ def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
     pid = int(killed[1]) if killed else (int(task[5]) if task else None)
     process = killed[2] if killed else (task[4] if task else None)
     memcg = (task[3] or task[2]) if task else None
-    return _row(
+    return row(
         "host.oom_kill", "error", pid=pid, process=process, invoker=invoker, memcg=memcg,
         constraint=task[1] if task else None, cgroup_oom="Memory cgroup out of memory" in text,
         gfp_mask=_search(r"gfp_mask=(0x[0-9a-f]+)", text), order=_int(_search(r"order=(-?\d+)", text)),
@@ -569,14 +499,14 @@ def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _hung(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"INFO: task (.+):(\d+) blocked for more than (\d+) seconds", text)
-    return _row("host.hung_task", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
+    return row("host.hung_task", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
                 seconds=_int(m[3]) if m else None)  # fmt: skip
 
 
 def _lockup(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"CPU#(\d+) stuck for (\d+)s! \[(.+):(\d+)\]", text)
     kind = "rcu_stall" if "rcu" in text.split("\n", 1)[0] else ("hard" if "hard LOCKUP" in text else "soft")
-    return _row("host.soft_lockup", "error", pid=_int(m[4]) if m else None, lockup=kind,
+    return row("host.soft_lockup", "error", pid=_int(m[4]) if m else None, lockup=kind,
                 cpu=_int(m[1]) if m else _int(_search(r"on CPU (\d+)", text)), seconds=_int(m[2]) if m else None,
                 process=m[3] if m else None)  # fmt: skip
 
@@ -584,7 +514,7 @@ def _lockup(parts: dict[str, Any], text: str) -> dict[str, Any]:
 def _segfault(parts: dict[str, Any], text: str) -> dict[str, Any]:
     first = text.split("\n", 1)[0]
     m = re.search(r"(?:traps: )?(.+?)\[(\d+)\]:? (?:segfault at (\S+)|(general protection fault|trap [^\n]*?)) ", first)
-    return _row(
+    return row(
         "host.segfault", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
         address=m[3] if m else None, fault="segfault" if m and m[3] else (m[4] if m else None),
         ip=_search(r" ip[: ]([0-9a-f]+)", first), error=_int(_search(r" error[: ](\d+)", first)),
@@ -595,20 +525,20 @@ def _segfault(parts: dict[str, Any], text: str) -> dict[str, Any]:
 def _simple(kind: str, severity: str, **extract: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
     def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
         fields = {name: _search(rx, text) for name, rx in extract.items()}
-        return _row(kind, severity, fields, text=_oneline(text))
+        return row(kind, severity, fields, text=_oneline(text))
 
     return enrich
 
 
 def _nvme(parts: dict[str, Any], text: str) -> dict[str, Any]:
     first = text.split("\n", 1)[0]
-    return _row("disk.nvme", "error", device=_search(r"(nvme\d+(?:n\d+)?)", first), text=first,
+    return row("disk.nvme", "error", device=_search(r"(nvme\d+(?:n\d+)?)", first), text=first,
                 qid=_int(_search(r"QID (\d+)", first)), status=_int(_search(r"status:? (-?\d+)", first)),
                 removed="Removing" in first or " to 0" in first)  # fmt: skip
 
 
 def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    return _row(parts["kind"], "error", text=_oneline(text))
+    return row(parts["kind"], "error", text=_oneline(text))
 
 
 def _oneline(text: str) -> str:
@@ -641,6 +571,13 @@ _ENRICH: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "fs.error": _simple("fs.error", "error", device=r"\((?:device )?([^)]+)\)", fs=r"^(EXT[234]|XFS|BTRFS|JBD2)"),
 }
 
+KERNEL = Families(NAME, _ENRICH, generic=_generic, transformer=_Parts)
+
+
+def parse_record(text: str, *, full: bool = False, candidates: list[str] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """One kernel record: see :meth:`forensics.families.Families.parse_record`."""
+    return KERNEL.parse_record(text, full=full, candidates=candidates)
+
 
 # ---------------------------------------------------------------------------------------- parse
 
@@ -655,8 +592,7 @@ def sniff(head: str) -> float:
     kernelish = env.select(
         (pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")).mean()
     ).item() or 0.0
-    g = family_grammar(NAME)
-    flagged = env.get_column("msg").str.contains(g.prefilter_regex()).mean() or 0.0
+    flagged = env.get_column("msg").str.contains(KERNEL.prefilter()).mean() or 0.0
     return min(1.0, 0.5 * float(stamped) * float(kernelish) + 2.0 * float(flagged))
 
 
@@ -692,19 +628,30 @@ def parse_records(
     full: bool,
     lines: int,
     bad_utf8: int = 0,
+    services: Families | None = None,
+    detail_columns: tuple[str, ...] = (),
 ) -> SourceResult:
-    """Records of an envelope-split, grouped frame → events (shared with sources that relay kernel lines)."""
+    """Records of an envelope-split, grouped frame → events.
+
+    Kernel lines (no syslog identifier, or ``kernel``) go through the kernel families; other lines
+    through ``services`` (read as ``ident: message``) when given, else they are ``other`` rows of
+    source ``journal``. ``detail_columns`` of ``df`` are copied into every row's detail.
+    """
     if df.height == 0:
         return SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
     kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
-    g = family_grammar(NAME)
+    service_text = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("piece"))
+    if full:
+        kernel_flag, service_flag = kernel_line, ~kernel_line
+    else:
+        kernel_flag = kernel_line & pl.col("piece").str.contains(KERNEL.prefilter())
+        service_flag = ~kernel_line & service_text.str.contains(services.prefilter()) if services else pl.lit(False)
     heads = (
         df.lazy()
         .filter(pl.col("head"))
         .select(
             "rec", "i", "host", "ident", "ipid", "level", "uptime_s", "delta_s", "stamp", "stamp_kind", "caller",
-            "piece", is_kernel=kernel_line,
-            flag=kernel_line & (pl.lit(True) if full else pl.col("piece").str.contains(g.prefilter_regex())),
+            "piece", *detail_columns, is_kernel=kernel_line, flag=kernel_flag | (service_flag if services else False),
         )
         .collect(engine="streaming")
     )  # fmt: skip
@@ -727,19 +674,26 @@ def parse_records(
     else:  # uptime-only logs (plain dmesg): no wall-clock time to read
         ts, ts_from = pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
     heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).collect(engine="streaming")
-    flagged = heads.filter(pl.col("flag")).select(
-        "rec", "i", "message", "ts_from", "caller", "delta_s", "ts", "stamp",
-        candidates=_candidates_expr(pl.col("message").str.split("\n", inclusive=False).list.first()),
-    )  # fmt: skip
+    first_line = pl.col("text").str.split("\n", inclusive=False).list.first()
+    flagged = heads.filter(pl.col("flag")).with_columns(
+        text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
+        .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
+    ).with_columns(
+        candidates=pl.when(pl.col("is_kernel")).then(KERNEL.candidates_expr(first_line))
+        .otherwise(services.candidates_expr(first_line) if services else pl.lit([], pl.List(pl.String)))
+    ).select("rec", "i", "is_kernel", "text", "ts_from", "caller", "delta_s", "ts", "stamp", "candidates", *detail_columns)  # fmt: skip
     found: list[dict[str, Any]] = []
     errors = 0
     first_error: str | None = None
-    memo: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
-    for rec, i, message, ts_from, caller, delta_s, ts_value, stamp, candidates in flagged.iter_rows():
+    memo: dict[tuple[bool, str], tuple[dict[str, Any] | None, str | None]] = {}
+    for values in flagged.iter_rows():
+        rec, i, is_kernel, text, ts_from, caller, delta_s, ts_value, stamp, candidates, *extra = values
+        families = KERNEL if is_kernel else services
+        assert families is not None
         # Logs repeat records word for word (driver spam); parse each distinct text once.
-        if message not in memo:
-            memo[message] = parse_record(message, full=full, candidates=candidates)
-        fields, error = memo[message]
+        if (is_kernel, text) not in memo:
+            memo[(is_kernel, text)] = families.parse_record(text, full=full, candidates=candidates)
+        fields, error = memo[(is_kernel, text)]
         if fields is not None:
             fields = {**fields, "detail": dict(fields["detail"])}
         if fields is None and error is None:
@@ -753,14 +707,14 @@ def parse_records(
                       "detail": {"error": error}}  # fmt: skip
         detail = fields["detail"]
         # Envelope facts a family row keeps: how its time was read, printk caller id, delta stamp.
-        for key, value in (("ts_from", ts_from), ("caller", caller), ("delta_s", delta_s)):
+        for key, value in (("ts_from", ts_from), ("caller", caller), ("delta_s", delta_s), *zip(detail_columns, extra, strict=True)):
             if value is not None:
                 detail[key] = value
         if ts_value is None and stamp is not None:
             detail["stamp"] = stamp
         fields["rec"] = rec
         found.append(fields)
-    table = _assemble(heads, found, file=file, incident=incident, host=host)
+    table = _assemble(heads, found, file=file, incident=incident, host=host, detail_columns=detail_columns)
     note = None
     if errors and on_error == "warn":
         note = f"{errors} unparsed record(s); first at {first_error}"
@@ -778,7 +732,7 @@ def _year_from_stamps(heads: pl.DataFrame) -> int | None:
 
 
 def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
-              host: str | None) -> pa.Table:  # fmt: skip
+              host: str | None, detail_columns: tuple[str, ...] = ()) -> pa.Table:  # fmt: skip
     n = heads.height
     rows = pl.Series([f["rec"] for f in found], dtype=heads.schema["rec"])
 
@@ -796,10 +750,11 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         column("detail", pl.String(), details).alias("f_detail"),
     )
     template = pl.col("message").str.replace_all(_mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
+    extra = [pl.col(c) for c in detail_columns]
     other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
-        .then(pl.struct(template=template, stamp=pl.col("stamp")).struct.json_encode())
-        .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from")).struct.json_encode())
+        .then(pl.struct(template=template, stamp=pl.col("stamp"), *extra).struct.json_encode())
+        .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), *extra).struct.json_encode())
     )
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
     out = heads.lazy().select(
