@@ -149,6 +149,8 @@ KINDS: frozenset[str] = frozenset(
         "gpu.pcie_degraded", "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.power_slowdown",
         "gpu.missing", "gpu.reset_required",
         "svc.failed",
+        # added (journal services): fabric manager, kubelet, container runtime, device plugin, persistenced
+        "svc.fabricmanager", "svc.kubelet", "svc.container_runtime", "svc.device_plugin", "svc.persistenced",
         "other", "unparsed",
     }
 )  # fmt: skip

@@ -107,7 +107,9 @@ def test_on_error_modes(logs: dict[str, Path], tmp_path: Path) -> None:
 def test_sources_lists_forms() -> None:
     code, out, _ = run("sources")
     assert code == 0
-    assert out.splitlines()[0] == "kernel" and "  - dmesg -T / --ctime" in out.splitlines()
+    lines = out.splitlines()
+    assert [line for line in lines if not line.startswith("  ")] == ["journal", "kernel"]
+    assert "  - dmesg -T / --ctime" in lines and "  - journalctl -o export (binary-safe fields)" in lines
 
 
 def test_every_command_is_in_the_readme() -> None:

@@ -13,20 +13,21 @@ import pytest
 
 from forensics import output
 from forensics.parse import parse_bytes
-from forensics.sources import kernel
+from forensics import sources
 
 from .conftest import golden_cases
 
-CASES = golden_cases("kernel")
+CASES = [(source, case) for source in ("kernel", "journal") for case in golden_cases(source)]
+IDS = [f"{source}/{case.stem}" for source, case in CASES]
 
 
 def _rows(table: pa.Table) -> list[dict]:
     return [json.loads(line) for line in output.jsonl_lines(table)]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
-def test_kernel_golden(case: Path, update_golden: bool) -> None:
-    parsed = parse_bytes(case.read_bytes(), file=case.name, source="kernel")
+@pytest.mark.parametrize(("source", "case"), CASES, ids=IDS)
+def test_golden(source: str, case: Path, update_golden: bool) -> None:
+    parsed = parse_bytes(case.read_bytes(), file=case.name, source=source)
     rows = _rows(parsed.events)
     expected_path = case.with_suffix(".jsonl")
     if update_golden:
@@ -35,11 +36,12 @@ def test_kernel_golden(case: Path, update_golden: bool) -> None:
     assert rows == expected
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
-def test_fast_path_equals_lark_on_every_record(case: Path) -> None:
+@pytest.mark.parametrize(("source", "case"), CASES, ids=IDS)
+def test_fast_path_equals_lark_on_every_record(source: str, case: Path) -> None:
     """The prefilter only saves time: Lark tried on every record gives the same rows."""
     data = case.read_bytes()
-    fast = kernel.parse(data, file=case.name)
-    full = kernel.parse(data, file=case.name, full=True)
+    module = sources.get(source)
+    fast = module.parse(data, file=case.name)
+    full = module.parse(data, file=case.name, full=True)
     assert fast.events.equals(full.events)
     assert (fast.records, fast.unparsed) == (full.records, full.unparsed)

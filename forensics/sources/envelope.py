@@ -45,6 +45,8 @@ ENVELOPE = (
     r"|\[(?P<human>[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d)\]"
     r"|\[(?P<ctime>\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"|(?P<full>[A-Z][a-z]{2} (?P<fdate>\d{4}-\d\d-\d\d) (?P<ftime>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<fzone>[A-Za-z]{1,6}|[+-]\d\d(?::?\d\d)?))"
+    r"|(?P<unix>\d{9,11}\.\d{1,9})"
     rf"|(?P<sys>{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?))?"
     r"(?:\[ *(?P<caller>[TC]\d+)\])?"
     r" ?"
@@ -61,7 +63,7 @@ SYSLOG_HEAD = (
 #: Lines per slice of the envelope pass.
 SLICE_LINES = 200_000
 
-_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "rel", "human", "ctime", "iso", "sys"]
+_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "rel", "human", "ctime", "iso", "sys", "full", "unix"]
 
 _LEVEL_NAMES = {
     "emerg": "critical", "alert": "critical", "crit": "critical", "err": "error", "error": "error",
@@ -94,14 +96,25 @@ def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
         .when(pl.col("tts").is_not_null()).then(pl.lit("talos"))
         .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
         .when(iso_sys).then(pl.lit("syslog_iso"))
+        .when(pl.col("full").is_not_null()).then(pl.lit("syslog_full"))
+        .when(pl.col("unix").is_not_null()).then(pl.lit("syslog_unix"))
         .when(pl.col("iso").is_not_null()).then(pl.lit("iso"))
         .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
         .when(pl.col("mono").is_not_null()).then(pl.lit("mono"))
         .when(pl.col("rel").is_not_null() | pl.col("human").is_not_null()).then(pl.lit("rel"))
         .otherwise(pl.lit("none"))
     )  # fmt: skip
+    # journalctl -o short-full: "Wed 2015-12-02 22:53:58 IST"; a zone name other than UTC is local time.
+    zone = pl.col("fzone")
+    full_iso = pl.concat_str(
+        pl.col("fdate"), pl.lit("T"), pl.col("ftime"),
+        pl.when(zone.is_in(["UTC", "GMT", "Z"])).then(pl.lit("+0000"))
+        .when(zone.str.contains(r"^[+-]")).then(zone.str.replace(":", "", literal=True).str.pad_end(5, "0"))
+        .otherwise(pl.lit("")),
+    )  # fmt: skip
     stamp_kind = (
-        pl.when(pl.coalesce("ts5", "tts", "iso").is_not_null()).then(pl.lit("iso"))
+        pl.when(pl.coalesce("ts5", "tts", "iso", "full").is_not_null()).then(pl.lit("iso"))
+        .when(pl.col("unix").is_not_null()).then(pl.lit("unix"))
         .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
         .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
         .when(pl.col("human").is_not_null()).then(pl.lit("human"))
@@ -121,13 +134,14 @@ def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
             ipid=pl.col("pid5").cast(pl.Int64, strict=False),
             uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6),
             delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
-            stamp=pl.coalesce("ts5", "tts", "iso", "ctime", "sys", "human"),
+            stamp=pl.coalesce("ts5", "tts", "iso", full_iso, "unix", "ctime", "sys", "human"),
             stamp_kind=stamp_kind,
             caller=pl.col("caller"),
             stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
             kernel_prefix=pl.col("kpfx").is_not_null(),
             # The "[host] ident[pid]:" head follows syslog-style stamps only.
-            syslogish=(pl.col("sys").is_not_null() | iso_sys) & pl.col("kpfx").is_null() & pl.col("p5").is_null(),
+            syslogish=(pl.col("sys").is_not_null() | iso_sys | pl.col("full").is_not_null() | pl.col("unix").is_not_null())
+            & pl.col("kpfx").is_null() & pl.col("p5").is_null(),
             msg=pl.col("raw").str.slice(pl.col("env").str.len_chars()),
         )
         .collect(engine="streaming")
@@ -242,10 +256,16 @@ def to_utc(
         .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
         .dt.convert_time_zone("UTC")
     )  # fmt: skip
-    ts = pl.when(kind == "iso").then(pl.coalesce(iso_zoned, local)).otherwise(local)
+    epoch = pl.from_epoch((stamp.cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64), time_unit="us")
+    ts = (
+        pl.when(kind == "iso").then(pl.coalesce(iso_zoned, local))
+        .when(kind == "unix").then(epoch.dt.replace_time_zone("UTC"))
+        .otherwise(local)
+    )  # fmt: skip
     how = (
         pl.when(ts.is_null()).then(pl.lit(None, pl.String))
         .when((kind == "iso") & iso_zoned.is_not_null()).then(pl.lit("printed"))
+        .when(kind == "unix").then(pl.lit("printed"))
         .otherwise(pl.lit("local" if timezone else "assumed"))
     )  # fmt: skip
     return ts, how

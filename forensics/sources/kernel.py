@@ -564,7 +564,7 @@ _ENRICH: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "host.oops": _simple("host.oops", "critical", reason=r"((?:BUG|Oops|general protection fault|kernel BUG)[^\n]*)"),
     "host.warning": _simple("host.warning", "warning", where=r" at (\S+)", function=r" at \S+ (\S+)"),
     "host.segfault": _segfault,
-    "host.boot": _simple("host.boot", "info", kernel=r"Linux version (\S+)"),
+    "host.boot": _simple("host.boot", "info", kernel=r"Linux version (\S+)", boot_id=r"^-- Boot ([0-9a-f]{32}) --"),
     "disk.nvme": _nvme,
     "disk.io_error": _simple("disk.io_error", "error", device=r"dev ([\w/.-]+)", sector=r"sector (\d+)", op=r"op (0x[0-9a-f]+:\(\w+\))"),
     "fs.readonly": _simple("fs.readonly", "critical", device=r"\((?:device )?([^)]+)\)"),
@@ -750,11 +750,11 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         column("detail", pl.String(), details).alias("f_detail"),
     )
     template = pl.col("message").str.replace_all(_mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
-    extra = [pl.col(c) for c in detail_columns]
+    extra = {c: pl.col(c) for c in detail_columns}
     other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
-        .then(pl.struct(template=template, stamp=pl.col("stamp"), *extra).struct.json_encode())
-        .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), *extra).struct.json_encode())
+        .then(pl.struct(template=template, stamp=pl.col("stamp"), **extra).struct.json_encode())
+        .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), **extra).struct.json_encode())
     )
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
     out = heads.lazy().select(

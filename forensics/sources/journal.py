@@ -1,0 +1,319 @@
+"""systemd journal exports: ``journalctl`` text modes, ``-o json`` and ``-o export``.
+
+Producers: ``journalctl`` (systemd 2xx): ``short`` (no year: give ``year``, or it comes from another
+stamp in the file, else ``ts`` stays null with ``detail.stamp``), ``short-iso``, ``short-iso-precise``,
+``short-precise``, ``short-full``, ``short-monotonic``, ``short-unix``, ``with-unit``, ``cat``; markers
+``-- Boot <id> --``, ``-- Reboot --``, ``-- Logs begin at … --``, ``-- Journal begins at … --``,
+``-- No entries --``; pager-cut and terminal-wrapped lines. ``-o json`` (compact or the older spaced
+style; ``MESSAGE`` as a byte array when it is not UTF-8) and ``-o export`` (``KEY=value`` lines,
+binary-safe ``KEY\\n<u64 length><bytes>`` fields, entries separated by a blank line).
+
+Rows: kernel-transport entries (identifier ``kernel``, or ``_TRANSPORT=kernel``) go through the kernel
+families (:mod:`forensics.sources.kernel`, same grammar, same kinds); service entries through
+``grammars/journal.lark``: ``svc.failed`` (unit failures, non-zero exits, restart loops),
+``svc.fabricmanager``, ``svc.kubelet``, ``svc.container_runtime``, ``svc.device_plugin``,
+``svc.persistenced``, each with ``detail.unit``; everything else is ``other``. Every row's detail
+carries ``boot`` (0, 1, … in file order: boot markers, ``_BOOT_ID`` changes, uptime going backwards)
+and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps.
+
+Example (``-o short``, the fabric manager on a machine without NVSwitches)::
+
+    Sep 18 03:19:01 ubuntu2404 systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE
+
+becomes ``kind=svc.failed severity=error`` with ``detail.unit = "nvidia-fabricmanager.service"``,
+``detail.status = 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from typing import Any
+
+import polars as pl
+
+from ..families import Families, row
+from ..text import split_lines
+from . import envelope, kernel
+from .base import SourceResult
+
+NAME = "journal"
+FORMS = (
+    "journalctl -o short (year from context), short-iso, short-iso-precise, short-precise, short-full",
+    "journalctl -o short-monotonic, short-unix, with-unit, cat",
+    "markers: -- Boot <id> --, -- Reboot --, -- Logs begin at … --, -- No entries --",
+    "journalctl -o json (compact and spaced; MESSAGE as a byte array)",
+    "journalctl -o export (binary-safe fields)",
+)
+
+_MARKER = re.compile(r"^-- (?:Boot (?P<boot>[0-9a-f]{32})|(?P<reboot>Reboot)|Logs begin at |Journal begins at |No entries)")
+_SIGNALS = {"KILL", "ABRT", "SEGV", "TERM", "BUS", "ILL", "FPE", "HUP", "INT", "QUIT", "PIPE", "SYS", "TRAP"}
+_LEVELS = ["critical", "critical", "critical", "error", "warning", "notice", "info", "debug"]
+_UNIT = r"([\w@:.\\-]+\.(?:service|socket|mount|timer|scope|slice|target|path|device|swap))"
+
+
+# ---------------------------------------------------------------------------------------- families
+
+
+def _unit_of(text: str) -> str | None:
+    m = re.search(r"^[^:]*: " + _UNIT + ":", text) or re.search(_UNIT, text)
+    return m.group(1) if m else None
+
+
+def _ident(text: str) -> str:
+    return text.split(":", 1)[0].split("[", 1)[0]
+
+
+def _failed(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    status = re.search(r"status=(\d+)(?:/(\w+))?", first)
+    result = re.search(r"Failed with result '([^']+)'", first)
+    restarts = re.search(r"restart counter is at (\d+)", first)
+    if restarts:
+        event, severity = "restart", "warning"
+    elif "Start request repeated too quickly" in first:
+        event, severity = "start_limit", "error"
+    elif first.split(": ", 1)[-1].startswith("Failed to start "):
+        event, severity = "start_failed", "error"
+    else:
+        event, severity = "exited" if status else "failed", "error"
+    return row(
+        "svc.failed", severity, unit=_unit_of(first), event=event, text=first.split(": ", 1)[-1],
+        status=int(status[1]) if status else None, signal=status[2] if status and status[2] in _SIGNALS else None,
+        result=result[1] if result else None, restarts=int(restarts[1]) if restarts else None,
+        description=(re.search(r"Failed to start (.*?)\.?$", first) or [None, None])[1],
+    )  # fmt: skip
+
+
+def _service(kind: str) -> Any:
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        first = text.split("\n", 1)[0]
+        ident = _ident(first)
+        body = first.split(": ", 1)[-1]
+        severity = "error"
+        if re.search(r"\bWARN|^W\d{4} |level=warn", body):
+            severity = "warning"
+        if re.search(r"[Ff]atal|level=fatal", body):
+            severity = "critical"
+        detail: dict[str, Any] = {"unit": _unit_of(first) or ident, "ident": ident, "text": body}
+        if m := re.search(r"\[(NV_\w+)\]", body):
+            detail["nv_status"] = m[1]
+        if m := re.search(r"[Ee]xit code:? (-?\d+)", body):
+            detail["exit_code"] = int(m[1])
+        if m := re.search(r"NVSwitch (?:non-)?fatal error (\d+)", body):
+            detail["sxid"] = int(m[1])
+        return row(kind, severity, detail)
+
+    return enrich
+
+
+def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row(parts["kind"], "error", text=text.split("\n", 1)[0])
+
+
+SERVICES = Families(
+    "journal",
+    {
+        "svc.failed": _failed,
+        "svc.fabricmanager": _service("svc.fabricmanager"),
+        "svc.kubelet": _service("svc.kubelet"),
+        "svc.container_runtime": _service("svc.container_runtime"),
+        "svc.device_plugin": _service("svc.device_plugin"),
+        "svc.persistenced": _service("svc.persistenced"),
+    },
+    generic=_generic,
+)
+
+
+# ---------------------------------------------------------------------------------------- modes
+
+
+def _mode(head: bytes) -> str:
+    text = head.lstrip()[:4096]
+    if text.startswith(b"{") and (b'"__REALTIME_TIMESTAMP"' in text or b'"MESSAGE"' in text):
+        return "json"
+    if re.match(rb"(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|_BOOT_ID|MESSAGE)=", text):
+        return "export"
+    return "text"
+
+
+def sniff(head: str) -> float:
+    """How sure we are that a file starting with ``head`` is a journal export (0..1)."""
+    raw = head.encode("utf-8", "replace")
+    if _mode(raw) != "text":
+        return 1.0
+    lines = head.splitlines()[:200]
+    if not lines:
+        return 0.0
+    if any(_MARKER.match(line) for line in lines):
+        return 1.0
+    env = envelope.split(pl.Series(lines, dtype=pl.String))
+    services = env.select(
+        (pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")).mean()
+    ).item() or 0.0
+    return min(0.8, 0.2 + float(services)) if services > 0.1 else 0.0
+
+
+def parse(
+    data: bytes,
+    *,
+    file: str,
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+    full: bool = False,
+) -> SourceResult:
+    """Parse a journal export (any mode) into ``events`` rows (see the module docstring)."""
+    mode = _mode(data[:65536])
+    if mode == "text":
+        lines, bad_utf8 = split_lines(data)
+        env = _with_boots(envelope.split(lines), lines)
+        grouped = kernel.group_records(env, lines).with_row_index("i")
+        n_lines = len(lines)
+    else:
+        entries, n_lines, bad_utf8, broken = _json_entries(data) if mode == "json" else _export_entries(data)
+        env = _entries_frame(entries)
+        raw = env.get_column("msg")
+        grouped = kernel.group_records(env, raw).with_row_index("i").with_columns(i=pl.col("line"))
+    result = kernel.parse_records(
+        grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
+        full=full, lines=n_lines, bad_utf8=bad_utf8, services=SERVICES, detail_columns=("boot", "boot_id"),
+    )  # fmt: skip
+    if mode != "text" and broken:
+        note = f"{broken} entr{'y' if broken == 1 else 'ies'} could not be decoded and were kept as text"
+        result.error = f"{result.error}; {note}" if result.error else note
+    return result
+
+
+def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
+    """Number the boots: a ``-- Boot --``/``-- Reboot --`` marker, or the uptime going backwards."""
+    marker = lines.str.extract(r"^-- Boot ([0-9a-f]{32}) --", 1)
+    is_boot = lines.str.contains(r"^-- (?:Boot [0-9a-f]{32}|Reboot) --")
+    uptime = env.get_column("uptime_s")
+    back = (uptime.forward_fill().diff() < 0).fill_null(False)
+    starts = (is_boot | back).cast(pl.Int32).cum_sum()
+    # A marker before the first entry opens boot 0, not boot 1.
+    first_entry = (~is_boot & (lines.str.strip_chars() != "")).arg_true()
+    offset = int(starts[int(first_entry[0])]) if first_entry.len() else 0
+    boot_id = marker.forward_fill().replace("00000000000000000000000000000000", None)
+    return env.with_columns(boot=(starts - offset).clip(0), boot_id=boot_id)
+
+
+def _decode_message(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):  # journald writes non-UTF-8 messages as arrays of byte values
+        try:
+            return bytes(v & 0xFF for v in value if isinstance(v, int)).decode("utf-8", "backslashreplace")
+        except (TypeError, ValueError):
+            return json.dumps(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _json_entries(data: bytes) -> tuple[list[dict[str, Any]], int, int, int]:
+    lines, bad_utf8 = split_lines(data)
+    entries: list[dict[str, Any]] = []
+    broken = 0
+    for n, text in enumerate(lines.to_list()):
+        if not text.strip():
+            continue
+        try:
+            fields = json.loads(text)
+            if not isinstance(fields, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            broken += 1
+            fields = {"MESSAGE": text, "_BROKEN": True}
+        fields["_LINE"] = n
+        entries.append(fields)
+    return entries, len(lines), bad_utf8, broken
+
+
+def _export_entries(data: bytes) -> tuple[list[dict[str, Any]], int, int, int]:
+    """Entries of ``journalctl -o export``; binary fields are ``KEY\\n`` + u64 LE length + bytes + ``\\n``."""
+    entries: list[dict[str, Any]] = []
+    fields: dict[str, Any] = {}
+    pos, line_no, broken = 0, 0, 0
+    start_line = 0
+    size = len(data)
+    while pos < size:
+        end = data.find(b"\n", pos)
+        end = size if end < 0 else end
+        line = data[pos:end]
+        if not line:
+            if fields:
+                fields["_LINE"] = start_line
+                entries.append(fields)
+            fields = {}
+            pos, line_no = end + 1, line_no + 1
+            start_line = line_no
+            continue
+        eq = line.find(b"=")
+        if eq > 0:
+            fields[line[:eq].decode("ascii", "replace")] = line[eq + 1 :].decode("utf-8", "backslashreplace")
+            pos, line_no = end + 1, line_no + 1
+            continue
+        # A binary field: the key alone on its line, then the length and the bytes.
+        key = line.decode("ascii", "replace")
+        if end + 9 > size:
+            broken += 1
+            fields.setdefault("MESSAGE", data[pos:].decode("utf-8", "backslashreplace"))
+            break
+        (length,) = struct.unpack("<Q", data[end + 1 : end + 9])
+        value = data[end + 9 : end + 9 + length]
+        if len(value) < length:
+            broken += 1
+        fields[key] = value.decode("utf-8", "backslashreplace")
+        line_no += 1 + value.count(b"\n") + 1
+        pos = end + 9 + length + 1
+    if fields:
+        fields["_LINE"] = start_line
+        entries.append(fields)
+    return entries, line_no, 0, broken
+
+
+def _entries_frame(entries: list[dict[str, Any]]) -> pl.DataFrame:
+    """Journal entries (JSON or export fields) as the envelope columns the records stage reads."""
+    boots: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
+    for e in entries:
+        boot_id = e.get("_BOOT_ID")
+        if isinstance(boot_id, str) and boot_id.strip("0"):
+            boots.setdefault(boot_id, len(boots))
+        kernel_entry = e.get("_TRANSPORT") == "kernel" or e.get("SYSLOG_IDENTIFIER") == "kernel"
+        ident = "kernel" if kernel_entry else (e.get("SYSLOG_IDENTIFIER") or e.get("_COMM") or e.get("_SYSTEMD_UNIT"))
+        priority = _int(e.get("PRIORITY"))
+        realtime = _int(e.get("__REALTIME_TIMESTAMP"))
+        monotonic = _int(e.get("__MONOTONIC_TIMESTAMP"))
+        rows.append({
+            "line": e["_LINE"], "host": e.get("_HOSTNAME"), "ident": ident,
+            "ipid": _int(e.get("SYSLOG_PID") or e.get("_PID")),
+            "level": _LEVELS[priority] if priority is not None and 0 <= priority < 8 else None,
+            "uptime_s": monotonic / 1e6 if monotonic is not None else None,
+            "stamp": f"{realtime / 1e6:.6f}" if realtime is not None else None,
+            "boot_id": boot_id if isinstance(boot_id, str) and boot_id.strip("0") else None,
+            "msg": _decode_message(e.get("MESSAGE")),
+        })  # fmt: skip
+    df = pl.DataFrame(
+        rows,
+        schema={"line": pl.Int64, "host": pl.String, "ident": pl.String, "ipid": pl.Int64, "level": pl.String,
+                "uptime_s": pl.Float64, "stamp": pl.String, "boot_id": pl.String, "msg": pl.String},  # fmt: skip
+    )
+    boot = pl.col("boot_id").replace_strict(boots, default=None, return_dtype=pl.Int64).forward_fill().fill_null(0)
+    return df.with_columns(
+        form=pl.lit("json"), delta_s=pl.lit(None, pl.Float64), caller=pl.lit(None, pl.String),
+        stamp_kind=pl.when(pl.col("stamp").is_not_null()).then(pl.lit("unix")), stamped=pl.lit(True),
+        kernel_prefix=pl.lit(False), boot=boot,
+    )  # fmt: skip
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,168 @@
+"""The journal source: text modes, boots, service families, -o json and -o export."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.parse import parse_bytes
+from forensics.sources import journal
+
+from .conftest import GOLDEN
+
+
+def rows(data: bytes | str, **options: Any) -> list[dict[str, Any]]:
+    raw = data.encode() if isinstance(data, str) else data
+    out = parse_bytes(raw, file="j.log", source="journal", **options).events.to_pylist()
+    for r in out:
+        r["detail"] = json.loads(r["detail"])
+    return out
+
+
+def sample(name: str) -> list[dict[str, Any]]:
+    return rows((GOLDEN / "journal" / name).read_bytes())
+
+
+def test_fabricmanager_failure_chain() -> None:
+    got = sample("journal-fabricmanager-start-sh-pre-nvl5-nothing-to-do-01.log")
+    assert [r["kind"] for r in got] == ["other", "svc.fabricmanager", "svc.fabricmanager", "svc.failed"]
+    assert got[1]["detail"]["nv_status"] == "NV_WARN_NOTHING_TO_DO" and got[1]["severity"] == "warning"
+    assert got[2]["detail"]["exit_code"] == 1
+    failed = got[3]["detail"]
+    assert (failed["unit"], failed["event"], failed["status"]) == ("nvidia-fabricmanager.service", "exited", 1)
+    assert {r["source"] for r in got} == {"journal"} and got[3]["pid"] == 1
+
+
+def test_restart_loop_and_kernel_lines_of_a_jetson() -> None:
+    got = sample("journal-jetson-nvgpu-audit-kernel-pid-embedded-ts-01.log")
+    restart = next(r for r in got if r["kind"] == "svc.failed")
+    assert (restart["detail"]["event"], restart["detail"]["restarts"], restart["severity"]) == ("restart", 4, "warning")
+    assert [r["source"] for r in got[-2:]] == ["kernel", "kernel"]
+
+
+def test_boots_are_numbered_from_markers() -> None:
+    got = sample("journal-short-monotonic-boot-markers-zero-bootid-01.log")
+    assert [(r["line"], r["detail"]["boot"]) for r in got if r["kind"] == "host.boot"] == [(1, 0), (4, 1)]
+    assert got[1]["detail"]["boot_id"] == "bc3fc4659c554110994ad36deade2c2c"
+    assert got[4]["detail"]["boot_id"] is None  # the bogus all-zero id of systemd 251/252
+    assert got[4]["uptime_s"] == 1.343565 and got[4]["host"] == "archlinux"
+
+
+def test_uptime_going_back_starts_a_boot() -> None:
+    text = "[  100.0] h kernel: a\n[  200.0] h kernel: b\n[    1.0] h kernel: Linux version 6.1.0 (x)\n[    2.0] h kernel: c\n"
+    assert [r["detail"]["boot"] for r in rows(text)] == [0, 0, 1, 1]
+
+
+def test_short_full_and_unix_modes() -> None:
+    full = rows("Wed 2015-12-02 22:53:58 UTC gpu3 systemd[1]: foo.service: Failed with result 'exit-code'.\n")[0]
+    assert full["kind"] == "svc.failed" and full["ts"].isoformat() == "2015-12-02T22:53:58+00:00"
+    assert full["detail"]["result"] == "exit-code" and full["host"] == "gpu3"
+    unix = rows("1599541804.928338 gpu3 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")[0]
+    assert unix["kind"] == "gpu.xid" and unix["ts"].isoformat() == "2020-09-08T05:10:04.928338+00:00"
+
+
+def test_service_families() -> None:
+    text = (
+        "Jan 30 10:22:56 n1 kubelet[1679]: E0130 10:22:56.147751    1679 kubelet.go:2855] \"Container runtime network not ready\"\n"
+        "Jan 30 10:22:57 n1 containerd[900]: time=\"2024-01-30T10:22:57Z\" level=error msg=\"nvml error: driver/library version mismatch\"\n"
+        "Jan 30 10:22:58 n1 nvidia-device-plugin[77]: E0130 failed to get devices: Xid 79 on GPU-1234\n"
+        "Jan 30 10:22:59 n1 nvidia-persistenced[55]: Failed to open libnvidia-ml.so.1\n"
+        "Jan 30 10:23:00 n1 systemd[1]: Failed to start NVIDIA Persistence Daemon.\n"
+        "Jan 30 10:23:01 n1 systemd[1]: foo.service: Main process exited, code=killed, status=9/KILL\n"
+    )
+    got = rows(text, year=2024)
+    assert [r["kind"] for r in got] == ["svc.kubelet", "svc.container_runtime", "svc.device_plugin",
+                                        "svc.persistenced", "svc.failed", "svc.failed"]  # fmt: skip
+    assert got[4]["detail"]["description"] == "NVIDIA Persistence Daemon" and got[4]["detail"]["event"] == "start_failed"
+    assert (got[5]["detail"]["status"], got[5]["detail"]["signal"]) == (9, "KILL")
+    assert got[0]["ts"].isoformat() == "2024-01-30T10:22:56+00:00" and got[0]["detail"]["unit"] == "kubelet"
+
+
+JSON_ENTRIES = [
+    {"__REALTIME_TIMESTAMP": "1705312800000000", "__MONOTONIC_TIMESTAMP": "12345678", "_BOOT_ID": "aa" * 16,
+     "_HOSTNAME": "gpu7", "PRIORITY": "3", "SYSLOG_IDENTIFIER": "kernel", "_TRANSPORT": "kernel",
+     "MESSAGE": "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."},
+    {"__REALTIME_TIMESTAMP": "1705312801000000", "__MONOTONIC_TIMESTAMP": "13345678", "_BOOT_ID": "aa" * 16,
+     "_HOSTNAME": "gpu7", "PRIORITY": "6", "SYSLOG_IDENTIFIER": "systemd", "_PID": "1",
+     "MESSAGE": "nvidia-persistenced.service: Main process exited, code=exited, status=1/FAILURE"},
+    {"__REALTIME_TIMESTAMP": "1705312900000000", "__MONOTONIC_TIMESTAMP": "1000000", "_BOOT_ID": "bb" * 16,
+     "_HOSTNAME": "gpu7", "PRIORITY": "6", "SYSLOG_IDENTIFIER": "myapp", "MESSAGE": [104, 105, 255]},
+]  # fmt: skip
+
+
+def test_json_compact_and_spaced() -> None:
+    compact = "\n".join(json.dumps(e, separators=(",", ":")) for e in JSON_ENTRIES) + "\n"
+    spaced = "\n".join(json.dumps(e, separators=(", ", " : ")) for e in JSON_ENTRIES) + "\n"
+    for text in (compact, spaced):
+        got = rows(text)
+        assert [r["kind"] for r in got] == ["gpu.xid", "svc.failed", "other"]
+        xid = got[0]
+        assert (xid["source"], xid["host"], xid["gpu"], xid["severity"]) == ("kernel", "gpu7", "0000:3b:00.0", "critical")
+        assert xid["ts"].isoformat() == "2024-01-15T10:00:00+00:00" and xid["uptime_s"] == 12.345678
+        assert xid["detail"]["boot"] == 0 and got[2]["detail"]["boot"] == 1
+        assert got[2]["message"] == "hi\\xff" and got[2]["line"] == 3 and got[1]["pid"] == 1
+
+
+def test_json_with_a_broken_line_keeps_it() -> None:
+    text = json.dumps(JSON_ENTRIES[0]) + "\n{not json\n"
+    parsed = parse_bytes(text.encode(), file="j.json", source="journal")
+    got = parsed.events.to_pylist()
+    assert [r["kind"] for r in got] == ["gpu.xid", "other"] and got[1]["message"] == "{not json"
+    assert "could not be decoded" in parsed.files.to_pylist()[0]["error"]
+
+
+def _export(entries: list[dict[str, Any]]) -> bytes:
+    out = b""
+    for e in entries:
+        for key, value in e.items():
+            if isinstance(value, list) or (isinstance(value, str) and "\n" in value):
+                raw = bytes(value) if isinstance(value, list) else value.encode()
+                out += key.encode() + b"\n" + struct.pack("<Q", len(raw)) + raw + b"\n"
+            else:
+                out += f"{key}={value}\n".encode()
+        out += b"\n"
+    return out
+
+
+def test_export_with_binary_fields() -> None:
+    entries = [dict(e) for e in JSON_ENTRIES]
+    entries[0] = {**entries[0], "MESSAGE": "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has\nNVRM: fallen off the bus and is not responding to commands."}
+    data = _export(entries)
+    got = rows(data)
+    assert [r["kind"] for r in got] == ["gpu.off_bus", "svc.failed", "other"]
+    assert got[0]["gpu"] == "0000:b3:00.0" and got[0]["detail"]["pci_id"] == "10de:26b5"
+    assert got[2]["message"] == "hi\\xff"
+    truncated = rows(data[:-30])
+    assert len(truncated) == 3
+
+
+def test_sniffing_picks_the_journal_for_exports_and_markers() -> None:
+    assert journal.sniff(json.dumps(JSON_ENTRIES[0])) == 1.0
+    assert journal.sniff("__CURSOR=s=1\nMESSAGE=x\n") == 1.0
+    assert journal.sniff("-- Boot bc3fc4659c554110994ad36deade2c2c --\n[ 1.0] h kernel: x\n") == 1.0
+    text = (GOLDEN / "journal" / "journal-fabricmanager-start-sh-pre-nvl5-nothing-to-do-01.log").read_bytes()
+    assert parse_bytes(text, file="x").source == "journal"
+    dmesg = (GOLDEN / "kernel" / "dmesg-nvme-qid0-timeout-reset-removed-01.log").read_bytes()
+    assert parse_bytes(dmesg, file="x").source == "kernel"
+
+
+def test_kernel_lines_in_a_journal_give_the_kernel_sources_rows() -> None:
+    name = "journal-ru-locale-nohost-aer-rxerr-corrected-01.log"
+    data = (GOLDEN / "journal" / name).read_bytes()
+    a = pl.from_arrow(parse_bytes(data, file=name, source="journal").events)
+    b = pl.from_arrow(parse_bytes(data, file=name, source="kernel").events)
+    keep = ["line", "kind", "gpu", "code", "message", "severity"]
+    assert a.select(keep).equals(b.select(keep))  # type: ignore[union-attr]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=1500), st.sampled_from([b"", b"{\"MESSAGE\":1}\n", b"__CURSOR=x\n"]))
+def test_any_bytes_in_any_mode(data: bytes, prefix: bytes) -> None:
+    result = journal.parse(prefix + data, file="x")
+    for detail in result.events.column("detail").to_pylist():
+        json.loads(detail)
