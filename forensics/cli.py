@@ -51,8 +51,10 @@ def main(debug: bool) -> None:
 @click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short).")
 @click.option("--timezone", help="IANA zone of stamps printed in local time (default: UTC, noted as assumed).")
 @click.option("--incident", default="", help="Incident id to put in the rows.")
+@click.option("--table", "table_name", type=click.Choice(["events", "gpus"]), default="events", show_default=True,
+              help="events, or gpus: the per-GPU rows of nvidia-smi dumps.")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
-              year: int | None, timezone: str | None, incident: str) -> None:  # fmt: skip
+              year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
     """Parse log files into event rows.
 
     Example: forensics parse dmesg.log --format jsonl -o events.jsonl
@@ -66,10 +68,12 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
     tables: list[pa.Table] = []
+    gpu_tables: list[pa.Table] = []
     file_rows: list[pa.Table] = []
     for f in files:
         parsed = parse_path(f, source=source, incident=incident, year=year, timezone=timezone, on_error=on_error)
         tables.append(parsed.events)
+        gpu_tables.append(parsed.gpus)
         file_rows.append(parsed.files)
         if on_error == "warn":
             for note in parsed.files.column("error").to_pylist():
@@ -77,6 +81,10 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
                     click.echo(f"Warning: {f}: {note}", err=True)
     events = pa.concat_tables(tables)
     files_table = pa.concat_tables(file_rows)
+    if table_name == "gpus":
+        if fmt in ("table", "summary"):
+            raise InputError("--table gpus prints as jsonl, csv or parquet")
+        events = pa.concat_tables(gpu_tables)
     with _destination(out, binary=fmt == "parquet") as stream:
         _WRITERS[fmt](events, files_table, stream)
 

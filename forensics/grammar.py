@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Transformer
+from lark.lark import PostLex
 from lark.grammar import Rule
 
 from .errors import ForensicsError
@@ -84,15 +85,18 @@ def family_grammar(name: str) -> FamilyGrammar:
 
 
 @cache
-def parser(name: str, transformer: type[Transformer] | None = None, *, strict: bool = False) -> Lark:
-    """The LALR parser for ``grammars/<name>.lark`` with every family as a start rule."""
+def parser(name: str, transformer: type[Transformer] | None = None, *, strict: bool = False,
+           postlex: type[PostLex] | None = None) -> Lark:  # fmt: skip
+    """The LALR parser for ``grammars/<name>.lark``: every family a start rule, or ``start`` when the
+    grammar has no families (a nested format such as ``nvidia-smi -q``)."""
     grammar = family_grammar(name)
     return Lark.open(
         str(grammar_dir() / f"{name}.lark"),
         parser="lalr",
         lexer="contextual",
-        start=[rule_of(k) for k in grammar.families],
+        start=[rule_of(k) for k in grammar.families] or ["start"],
         transformer=transformer() if transformer else None,
+        postlex=postlex() if postlex else None,
         strict=strict,
         maybe_placeholders=False,
         # Lark keeps the analysed LALR tables in the temp folder, keyed by grammar text and options:

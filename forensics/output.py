@@ -22,6 +22,11 @@ def _frame(events: pa.Table) -> pl.DataFrame:
 def jsonl_lines(events: pa.Table, *, chunk: int = 200_000) -> Iterator[str]:
     """One JSON object per event row, in column order."""
     df = _frame(events)
+    if "detail" not in df.columns:  # another table (gpus): plain JSON objects
+        for start in range(0, df.height, chunk):
+            part = df.slice(start, chunk).with_columns(pl.col("ts").dt.strftime(_TS))
+            yield from part.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_list()
+        return
     head = [c for c in df.columns if c != "detail"]
     for start in range(0, df.height, chunk):
         part = df.slice(start, chunk).with_columns(pl.col("ts").dt.strftime(_TS))
@@ -35,7 +40,9 @@ def jsonl_lines(events: pa.Table, *, chunk: int = 200_000) -> Iterator[str]:
 
 def csv_text(events: pa.Table) -> str:
     """CSV with a header; ``detail`` stays a JSON string, ``ts`` ISO-8601 with ``Z``."""
-    return _frame(events).with_columns(pl.col("ts").dt.strftime(_TS)).write_csv()
+    df = _frame(events).with_columns(pl.col("ts").dt.strftime(_TS))
+    # CSV has no lists: a list column (clocks_event_reasons) becomes "a;b".
+    return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv()
 
 
 def table_text(events: pa.Table) -> str:

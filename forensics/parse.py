@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from . import sources
 from .errors import InputError
-from .schema import FILES
+from .schema import FILES, GPUS
 from .sources.base import SourceResult
 
 #: How much of a file sniffing reads.
@@ -27,6 +27,7 @@ class Parsed:
     events: pa.Table
     files: pa.Table
     source: str | None
+    gpus: pa.Table
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -80,7 +81,8 @@ def parse_bytes(
         ],
         schema=FILES,
     )  # fmt: skip
-    return Parsed(events=result.events, files=files, source=chosen)
+    gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
+    return Parsed(events=result.events, files=files, source=chosen, gpus=gpus)
 
 
 def parse_file(
@@ -92,8 +94,10 @@ def parse_file(
     year: int | None = None,
     timezone: str | None = None,
     on_error: str = "keep",
+    table: str = "events",
 ) -> pa.Table:
-    """Parse one log file into the ``events`` table.
+    """Parse one log file into the ``events`` table (or, with ``table="gpus"``, the ``gpus`` table of
+    an nvidia-smi dump; ``table="files"`` gives the file's ``files`` row).
 
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
@@ -107,8 +111,11 @@ def parse_file(
     >>> t.column("kind")[0].as_py(), t.column("gpu")[0].as_py(), t.column("code")[0].as_py()
     ('gpu.xid', '0000:3b:00.0', 79)
     """
-    return parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                      on_error=on_error).events  # fmt: skip
+    if table not in ("events", "gpus", "files"):
+        raise InputError(f"table must be events, gpus or files, not {table!r}")
+    parsed = parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
+                        on_error=on_error)  # fmt: skip
+    return getattr(parsed, table)
 
 
 def parse_path(path: str | Path, **options: object) -> Parsed:

@@ -108,7 +108,7 @@ def test_sources_lists_forms() -> None:
     code, out, _ = run("sources")
     assert code == 0
     lines = out.splitlines()
-    assert [line for line in lines if not line.startswith("  ")] == ["journal", "kernel"]
+    assert [line for line in lines if not line.startswith("  ")] == ["nvsmi", "journal", "kernel"]
     assert "  - dmesg -T / --ctime" in lines and "  - journalctl -o export (binary-safe fields)" in lines
 
 

@@ -17,7 +17,7 @@ from forensics import sources
 
 from .conftest import golden_cases
 
-CASES = [(source, case) for source in ("kernel", "journal") for case in golden_cases(source)]
+CASES = [(source, case) for source in ("kernel", "journal", "nvsmi") for case in golden_cases(source)]
 IDS = [f"{source}/{case.stem}" for source, case in CASES]
 
 
@@ -34,6 +34,12 @@ def test_golden(source: str, case: Path, update_golden: bool) -> None:
         expected_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     expected = [json.loads(line) for line in expected_path.read_text("utf-8").splitlines()]
     assert rows == expected
+    gpus = _rows(parsed.gpus)
+    gpus_path = case.with_suffix(".gpus.jsonl")
+    if update_golden and gpus:
+        gpus_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in gpus), "utf-8")
+    expected_gpus = [json.loads(line) for line in gpus_path.read_text("utf-8").splitlines()] if gpus_path.exists() else []
+    assert gpus == expected_gpus
 
 
 @pytest.mark.parametrize(("source", "case"), CASES, ids=IDS)

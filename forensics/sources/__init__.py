@@ -14,10 +14,10 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import journal, kernel
+from . import journal, kernel, nvsmi
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
-SOURCES: dict[str, ModuleType] = {journal.NAME: journal, kernel.NAME: kernel}
+SOURCES: dict[str, ModuleType] = {nvsmi.NAME: nvsmi, journal.NAME: journal, kernel.NAME: kernel}
 
 
 def get(name: str) -> ModuleType:

@@ -21,6 +21,7 @@ class SourceResult:
     unparsed: int
     error: str | None
     invalid_utf8_lines: int = 0
+    gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
 
 
 def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:

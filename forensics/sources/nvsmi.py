@@ -1,0 +1,519 @@
+"""nvidia-smi dumps: ``nvidia-smi -q`` text (any ``-d`` subset), ``-q -x`` XML, ``--query-gpu`` CSV.
+
+Producers and versions seen (PROVENANCE.md, FACTS.md §C12): ``-q`` text from 304.x to 595.x with the
+value column at any offset, 4- and 8-hex-digit domains, ``Clocks Throttle Reasons`` (old) and ``Clocks
+Event Reasons`` (535+), per-structure (Single/Double Bit) and SRAM/DRAM ECC layouts, Retired Pages and
+Remapped Rows, several dumps in one file; ``-q -x`` XML DTD v9 to v13 (with or without DOCTYPE,
+truncated files read as far as they go); ``--query-gpu=… --format=csv[,noheader,nounits]`` including
+``-l`` loops. ``Unable to determine the device handle for GPU…``, ``No devices were found`` and ``GPU is
+lost`` become ``gpu.missing``.
+
+Output: one ``gpus`` row per GPU per dump or CSV sample (typed columns: counts as integers, °C, W, MHz,
+link gen/width as integers, booleans), and derived ``events``: ``gpu.ecc_uncorrectable``,
+``gpu.remap_pending``, ``gpu.remap_failure``, ``gpu.retired_pages``, ``gpu.pcie_degraded``,
+``gpu.pcie_replays``, ``gpu.thermal_slowdown``, ``gpu.power_slowdown``, ``gpu.reset_required``,
+``gpu.missing``. The text format is parsed with ``grammars/nvsmi.lark`` and Lark's indenter:
+indentation is structure.
+
+Example: a block with ``Remapped Rows / Pending : Yes`` gives a ``gpus`` row with
+``remapped_rows_pending = true`` and an event ``gpu.remap_pending`` on that line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from lark import Token, Transformer
+from lark.exceptions import LarkError
+from lark.indenter import DedentError, Indenter
+
+from ..grammar import parser
+from ..pci import canonical_bdf
+from ..schema import GPUS
+from ..text import split_lines
+from . import envelope
+from .base import SourceResult, events_table
+
+NAME = "nvsmi"
+FORMS = (
+    "nvidia-smi -q text, any -d subset, drivers 304.x-595.x (value column at any offset)",
+    "nvidia-smi -q -x XML, DTD v9-v13, with or without DOCTYPE, truncated",
+    "nvidia-smi --query-gpu=... --format=csv[,noheader,nounits], -l loops",
+)
+
+_MISSING = re.compile(r"Unable to determine the device handle for GPU ?(\S+?):? |No devices were found|GPU is lost")
+
+
+@dataclass
+class Node:
+    key: str
+    value: str | None
+    line: int
+    children: list[Node] = field(default_factory=list)
+
+
+class _Indenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types: list[str] = []
+    CLOSE_PAREN_types: list[str] = []
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+class _Tree(Transformer):
+    def pair(self, children: list[Any]) -> Node:
+        token: Token = children[0]
+        key, _, value = str(token).partition(" :")
+        return Node(key.strip(), value.strip() or None, token.line or 0, [c for c in children[1:] if isinstance(c, Node)])
+
+    def section(self, children: list[Any]) -> Node:
+        token: Token = children[0]
+        return Node(str(token).strip(), None, token.line or 0, [c for c in children[1:] if isinstance(c, Node)])
+
+    def start(self, children: list[Any]) -> list[Node]:
+        return [c for c in children if isinstance(c, Node)]
+
+
+# ---------------------------------------------------------------------------------------- fields
+
+# gpus column → paths in a GPU block (text keys joined by "/", then XML tags); the first found wins.
+TEXT_FIELDS: dict[str, list[str]] = {
+    "product": ["Product Name"], "serial": ["Serial Number"], "uuid": ["GPU UUID"], "minor": ["Minor Number"],
+    "vbios": ["VBIOS Version"], "bus_id": ["PCI/Bus Id"],
+    "pcie_gen_max": ["PCI/GPU Link Info/PCIe Generation/Max"],
+    "pcie_gen_current": ["PCI/GPU Link Info/PCIe Generation/Current"],
+    "pcie_width_max": ["PCI/GPU Link Info/Link Width/Max"],
+    "pcie_width_current": ["PCI/GPU Link Info/Link Width/Current"],
+    "pcie_replays": ["PCI/Replays Since Reset"], "pcie_replay_rollovers": ["PCI/Replay Number Rollovers"],
+    "retired_pages_sbe": ["Retired Pages/Single Bit ECC"], "retired_pages_dbe": ["Retired Pages/Double Bit ECC"],
+    "retired_pages_pending": ["Retired Pages/Pending Page Blacklist", "Retired Pages/Pending Page Retirement", "Retired Pages/Pending"],
+    "remapped_rows_correctable": ["Remapped Rows/Correctable Error"],
+    "remapped_rows_uncorrectable": ["Remapped Rows/Uncorrectable Error"],
+    "remapped_rows_pending": ["Remapped Rows/Pending"],
+    "remapped_rows_failure": ["Remapped Rows/Remapping Failure Occurred"],
+    "temp_gpu_c": ["Temperature/GPU Current Temp"], "temp_memory_c": ["Temperature/Memory Current Temp"],
+    "power_draw_w": ["GPU Power Readings/Power Draw", "GPU Power Readings/Average Power Draw", "Power Readings/Power Draw"],
+    "power_limit_w": ["GPU Power Readings/Current Power Limit", "Power Readings/Power Limit", "Power Readings/Enforced Power Limit"],
+    "clock_sm_mhz": ["Clocks/SM"], "clock_mem_mhz": ["Clocks/Memory"],
+    "reset_required": ["GPU Reset Status/Reset Required"],
+    "drain_and_reset_recommended": ["GPU Reset Status/Drain and Reset Recommended"],
+}  # fmt: skip
+XML_FIELDS: dict[str, list[str]] = {
+    "product": ["product_name"], "serial": ["serial"], "uuid": ["uuid"], "minor": ["minor_number"],
+    "vbios": ["vbios_version"], "bus_id": ["pci/pci_bus_id"],
+    "pcie_gen_max": ["pci/pci_gpu_link_info/pcie_gen/max_link_gen"],
+    "pcie_gen_current": ["pci/pci_gpu_link_info/pcie_gen/current_link_gen"],
+    "pcie_width_max": ["pci/pci_gpu_link_info/link_widths/max_link_width"],
+    "pcie_width_current": ["pci/pci_gpu_link_info/link_widths/current_link_width"],
+    "pcie_replays": ["pci/replay_counter"], "pcie_replay_rollovers": ["pci/replay_rollover_counter"],
+    "retired_pages_sbe": ["retired_pages/multiple_single_bit_retirement/retired_count"],
+    "retired_pages_dbe": ["retired_pages/double_bit_retirement/retired_count"],
+    "retired_pages_pending": ["retired_pages/pending_blacklist", "retired_pages/pending_retirement"],
+    "remapped_rows_correctable": ["remapped_rows/remapped_row_corr"],
+    "remapped_rows_uncorrectable": ["remapped_rows/remapped_row_unc"],
+    "remapped_rows_pending": ["remapped_rows/remapped_row_pending"],
+    "remapped_rows_failure": ["remapped_rows/remapped_row_failure"],
+    "temp_gpu_c": ["temperature/gpu_temp"], "temp_memory_c": ["temperature/memory_temp"],
+    "power_draw_w": ["gpu_power_readings/power_draw", "gpu_power_readings/average_power_draw", "power_readings/power_draw"],
+    "power_limit_w": ["gpu_power_readings/current_power_limit", "power_readings/power_limit", "power_readings/enforced_power_limit"],
+    "clock_sm_mhz": ["clocks/sm_clock"], "clock_mem_mhz": ["clocks/mem_clock"],
+    "reset_required": ["gpu_reset_status/reset_required"],
+    "drain_and_reset_recommended": ["gpu_reset_status/drain_and_reset_recommended"],
+}  # fmt: skip
+# ECC counts: the SRAM/DRAM layout (535+) is summed; the older per-structure layout has a Total.
+ECC_TEXT = {"corrected": ["SRAM Correctable", "DRAM Correctable"], "uncorrected": ["SRAM Uncorrectable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED", "DRAM Uncorrectable"],
+            "corrected_old": ["Single Bit/Total"], "uncorrected_old": ["Double Bit/Total"]}  # fmt: skip
+ECC_XML = {"corrected": ["sram_correctable", "dram_correctable"], "uncorrected": ["sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded", "dram_uncorrectable"],
+           "corrected_old": ["single_bit/total"], "uncorrected_old": ["double_bit/total"]}  # fmt: skip
+REASONS = ("Clocks Event Reasons", "Clocks Throttle Reasons", "clocks_event_reasons", "clocks_throttle_reasons")
+
+_INT_COLUMNS = {"minor", "pcie_gen_max", "pcie_gen_current", "pcie_width_max", "pcie_width_current", "pcie_replays",
+                "pcie_replay_rollovers", "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
+                "remapped_rows_uncorrectable"}  # fmt: skip
+_FLOAT_COLUMNS = {"temp_gpu_c", "temp_memory_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz"}
+_BOOL_COLUMNS = {"retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "reset_required",
+                 "drain_and_reset_recommended"}  # fmt: skip
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    m = re.match(r"\s*\[?(-?\d+(?:\.\d+)?)", value)
+    return float(m[1]) if m else None
+
+
+def _bool(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v in ("yes", "true", "active", "1"):
+        return True
+    if v in ("no", "false", "not active", "0", "none"):
+        return False
+    return None
+
+
+def _flatten(nodes: list[Node], prefix: str = "") -> dict[str, tuple[str | None, int]]:
+    out: dict[str, tuple[str | None, int]] = {}
+    for n in nodes:
+        path = f"{prefix}{n.key}"
+        out.setdefault(path, (n.value, n.line))
+        out.update({k: v for k, v in _flatten(n.children, path + "/").items() if k not in out})
+    return out
+
+
+def _reasons(nodes: list[Node]) -> list[str] | None:
+    for n in nodes:
+        if n.key in REASONS:
+            active = []
+            for leaf in _leaves(n.children):
+                if _bool(leaf.value):
+                    name = re.sub(r"^clocks_(?:event|throttle)_reasons?_", "", leaf.key)
+                    active.append(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"))
+            return active
+    return None
+
+
+def _leaves(nodes: list[Node]) -> list[Node]:
+    out = []
+    for n in nodes:
+        if n.value is not None:
+            out.append(n)
+        out.extend(_leaves(n.children))
+    return out
+
+
+def _gpu_row(block: Node, dump: dict[str, Any], fields: dict[str, list[str]], ecc_paths: dict[str, list[str]],
+             ecc_section: str) -> tuple[dict[str, Any], dict[str, int]]:  # fmt: skip
+    flat = _flatten(block.children)
+    row: dict[str, Any] = {"line": block.line, "ts": dump.get("ts"), "driver": dump.get("driver"), "cuda": dump.get("cuda")}
+    lines: dict[str, int] = {}
+    for column, paths in fields.items():
+        for path in paths:
+            if path in flat and flat[path][0] not in (None, "N/A", "[N/A]"):
+                value, line = flat[path]
+                lines[column] = line or block.line
+                if column in _INT_COLUMNS:
+                    number = _number(value)
+                    row[column] = int(number) if number is not None else None
+                elif column in _FLOAT_COLUMNS:
+                    row[column] = _number(value)
+                elif column in _BOOL_COLUMNS:
+                    row[column] = _bool(value)
+                else:
+                    row[column] = value
+                break
+    for scope in ("volatile", "aggregate"):
+        section = f"{ecc_section}/{scope.capitalize() if ecc_section[0].isupper() else scope}"
+        for kind in ("corrected", "uncorrected"):
+            values = [_number(flat.get(f"{section}/{p}", (None, 0))[0]) for p in ecc_paths[kind]]
+            known = [v for v in values if v is not None]
+            if not known:
+                old = [_number(flat.get(f"{section}/{p}", (None, 0))[0]) for p in ecc_paths[f"{kind}_old"]]
+                known = [v for v in old if v is not None]
+            if known:
+                row[f"ecc_{scope}_{kind}"] = int(sum(known))
+                lines[f"ecc_{scope}_{kind}"] = flat.get(f"{section}/{ecc_paths[kind][0]}", (None, 0))[1] or block.line
+    row["clocks_event_reasons"] = _reasons(block.children)
+    row["gpu"] = canonical_bdf(block.key.split()[-1] if block.key.startswith("GPU ") else row.get("bus_id") or block.value)
+    row["gpu"] = row["gpu"] or canonical_bdf(row.get("bus_id"))
+    return row, lines
+
+
+# ---------------------------------------------------------------------------------------- formats
+
+
+def _text_dumps(text: str) -> tuple[list[tuple[dict[str, Any], list[Node]]], list[Node]]:
+    """(dump facts, GPU blocks) per dump, and every top-level node (for gpu.missing lines)."""
+    nodes = _parse_text(text)
+    dumps: list[tuple[dict[str, Any], list[Node]]] = []
+    current: dict[str, Any] = {}
+    blocks: list[Node] = []
+    for n in nodes:
+        if "NVSMI LOG" in n.key:
+            if blocks or current:
+                dumps.append((current, blocks))
+            current, blocks = {}, []
+        elif n.key == "Timestamp":
+            current["stamp"] = n.value
+        elif n.key == "Driver Version":
+            current["driver"] = n.value
+        elif n.key == "CUDA Version":
+            current["cuda"] = n.value
+        elif re.match(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d", n.key):
+            blocks.append(n)
+    if blocks or current:
+        dumps.append((current, blocks))
+    return dumps, nodes
+
+
+def _parse_text(text: str) -> list[Node]:
+    lark = parser(NAME, _Tree, postlex=_Indenter)
+    body = text if text.endswith("\n") else text + "\n"
+    try:
+        return lark.parse(body)
+    except (LarkError, DedentError):
+        # Ragged indentation (hand-edited or cut pastes): snap each line to an indentation already open.
+        return lark.parse(_regular_indentation(body))
+
+
+def _regular_indentation(text: str) -> str:
+    out, stack = [], [0]
+    for line in text.splitlines():
+        stripped = line.lstrip(" \t")
+        if not stripped:
+            out.append("")
+            continue
+        width = len(line) - len(stripped)
+        dedented = False
+        while len(stack) > 1 and width < stack[-1]:
+            stack.pop()
+            dedented = True
+        if width > stack[-1] and not dedented:
+            stack.append(width)
+        out.append(" " * stack[-1] + stripped)
+    return "\n".join(out) + "\n"
+
+
+def _xml_nodes(data: bytes) -> tuple[list[tuple[dict[str, Any], list[Node]]], str | None]:
+    """GPU blocks from ``-q -x``; a truncated file yields the elements that closed before the cut."""
+    parser_ = ET.XMLPullParser(events=("start", "end"))
+    error = None
+    root: ET.Element | None = None
+    try:
+        parser_.feed(re.sub(rb"<!DOCTYPE[^>]*>", b"", data))
+        parser_.close()
+    except ET.ParseError as exc:
+        error = f"XML cut or malformed: {exc}"
+    try:
+        for event, elem in parser_.read_events():
+            if event == "start" and root is None:
+                root = elem
+    except ET.ParseError as exc:
+        error = error or f"XML cut or malformed: {exc}"
+    if root is None:
+        return [], error or "no XML element"
+    dump = {"stamp": _text(root.find("timestamp")), "driver": _text(root.find("driver_version")),
+            "cuda": _text(root.find("cuda_version"))}  # fmt: skip
+    # ElementTree keeps no line numbers: a GPU block's line is that of its <gpu …> tag in the file.
+    starts = [data.count(b"\n", 0, m.start()) + 1 for m in re.finditer(rb"<gpu[\s>]", data)]
+    blocks = []
+    for n, g in enumerate(root.findall("gpu")):
+        block = _to_node(g, f"GPU {g.get('id', '')}")
+        block.line = starts[n] if n < len(starts) else 1
+        blocks.append(block)
+    return [(dump, blocks)], error
+
+
+def _text(elem: ET.Element | None) -> str | None:
+    return elem.text.strip() if elem is not None and elem.text and elem.text.strip() else None
+
+
+def _to_node(elem: ET.Element, key: str | None = None) -> Node:
+    return Node(key or elem.tag, _text(elem), 0, [_to_node(c) for c in elem])
+
+
+def _csv_rows(text: str) -> list[dict[str, Any]]:
+    """``--query-gpu`` samples: one header (or none, with ``noheader``), many rows."""
+    out: list[dict[str, Any]] = []
+    header: list[str] | None = None
+    for n, cells in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
+        if not cells:
+            continue
+        if header is None and any(re.match(r"^[a-z_]+(?:\.[a-z_]+)*(?: \[.*\])?$", c.strip()) for c in cells) and not any(re.match(r"^\d", c.strip()) for c in cells):
+            header = [re.sub(r" \[.*\]$", "", c.strip()) for c in cells]
+            continue
+        names = header or [f"field{i}" for i in range(len(cells))]
+        values = dict(zip(names, (c.strip() for c in cells), strict=False))
+        out.append({"line": n, **values})
+    return out
+
+
+_CSV_FIELDS = {
+    "pci.bus_id": "bus_id", "uuid": "uuid", "serial": "serial", "name": "product", "driver_version": "driver",
+    "vbios_version": "vbios", "temperature.gpu": "temp_gpu_c", "temperature.memory": "temp_memory_c",
+    "power.draw": "power_draw_w", "power.limit": "power_limit_w", "clocks.sm": "clock_sm_mhz",
+    "clocks.current.sm": "clock_sm_mhz", "clocks.mem": "clock_mem_mhz", "clocks.current.memory": "clock_mem_mhz",
+    "pcie.link.gen.current": "pcie_gen_current", "pcie.link.gen.max": "pcie_gen_max",
+    "pcie.link.width.current": "pcie_width_current", "pcie.link.width.max": "pcie_width_max",
+    "ecc.errors.uncorrected.volatile.total": "ecc_volatile_uncorrected",
+    "ecc.errors.corrected.volatile.total": "ecc_volatile_corrected",
+    "ecc.errors.uncorrected.aggregate.total": "ecc_aggregate_uncorrected",
+    "ecc.errors.corrected.aggregate.total": "ecc_aggregate_corrected",
+    "retired_pages.pending": "retired_pages_pending", "remapped_rows.pending": "remapped_rows_pending",
+    "remapped_rows.failure": "remapped_rows_failure", "remapped_rows.correctable": "remapped_rows_correctable",
+    "remapped_rows.uncorrectable": "remapped_rows_uncorrectable", "minor_number": "minor",
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- parse
+
+
+def _mode(data: bytes) -> str:
+    head = data[:4096].lstrip()
+    if head.startswith(b"<?xml") or head.startswith(b"<!DOCTYPE nvidia_smi_log") or head.startswith(b"<nvidia_smi_log"):
+        return "xml"
+    first = head.split(b"\n", 1)[0]
+    if re.match(rb"^[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, ?[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$", first):
+        return "csv"
+    return "text"
+
+
+def sniff(head: str) -> float:
+    """How sure we are that a file starting with ``head`` is an nvidia-smi dump (0..1)."""
+    raw = head.encode("utf-8", "replace")
+    if _mode(raw) in ("xml", "csv"):
+        return 1.0 if b"nvidia_smi_log" in raw or _mode(raw) == "csv" else 0.0
+    if "==============NVSMI LOG==============" in head or re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", head, re.M):
+        return 1.0
+    return 0.9 if _MISSING.search(head) else 0.0
+
+
+def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
+          timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
+    """Parse an nvidia-smi dump into ``gpus`` rows and derived ``events``."""
+    lines, bad_utf8 = split_lines(data)
+    text = "\n".join(lines.to_list())
+    mode = _mode(data)
+    error = None
+    rows: list[dict[str, Any]] = []
+    missing: list[tuple[int, str, str | None]] = []
+    try:
+        if mode == "csv":
+            rows = [_csv_gpu(r) for r in _csv_rows(text)]
+        else:
+            dumps, error = _xml_nodes(data) if mode == "xml" else (_text_dumps(text)[0], None)
+            fields, ecc, ecc_section = (XML_FIELDS, ECC_XML, "ecc_errors") if mode == "xml" else (TEXT_FIELDS, ECC_TEXT, "ECC Errors")
+            for dump, blocks in dumps:
+                for block in blocks:
+                    row, where = _gpu_row(block, dump | {"ts": dump.get("stamp")}, fields, ecc, ecc_section)
+                    row["_lines"] = where
+                    rows.append(row)
+    except (LarkError, DedentError) as exc:
+        error = f"not an nvidia-smi dump this parser can read: {str(exc).splitlines()[0]}"
+    for n, line in enumerate(lines.to_list(), start=1):
+        if m := _MISSING.search(line):
+            missing.append((n, line.strip(), canonical_bdf(m.group(1)) if m.group(1) else None))
+    gpus = _gpus_table(rows, file=file, incident=incident, host=host, timezone=timezone)
+    events = _events(rows, missing, file=file, incident=incident, host=host, gpus=gpus)
+    unparsed = 1 if error and not rows else 0
+    if unparsed:
+        events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
+                                                                    {"error": error}, file, incident, host, None)])])  # fmt: skip
+    return SourceResult(events, lines=len(lines), records=len(rows) + len(missing) + unparsed, unparsed=unparsed,
+                        error=error, invalid_utf8_lines=bad_utf8, gpus=gpus)  # fmt: skip
+
+
+def _csv_gpu(sample: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"line": sample["line"]}
+    for name, value in sample.items():
+        column = _CSV_FIELDS.get(name)
+        if column is None or value in ("[N/A]", "N/A", "[Not Supported]", ""):
+            continue
+        if column in _INT_COLUMNS:
+            number = _number(value)
+            row[column] = int(number) if number is not None else None
+        elif column in _FLOAT_COLUMNS:
+            row[column] = _number(value)
+        elif column in _BOOL_COLUMNS:
+            row[column] = _bool(value)
+        elif column in ("ecc_volatile_uncorrected", "ecc_volatile_corrected", "ecc_aggregate_uncorrected", "ecc_aggregate_corrected"):
+            number = _number(value)
+            row[column] = int(number) if number is not None else None
+        else:
+            row[column] = value
+    row["ts"] = sample.get("timestamp")
+    row["gpu"] = canonical_bdf(row.get("bus_id"))
+    return row
+
+
+def _gpus_table(rows: list[dict[str, Any]], *, file: str, incident: str, host: str | None, timezone: str | None) -> pa.Table:
+    records = [{name: r.get(name) for name in GPUS.names} | {"incident": incident, "host": host, "file": file, "ts": None}
+               for r in rows]  # fmt: skip
+    table = pa.Table.from_pylist(records, schema=GPUS)
+    stamps = pl.DataFrame({"s": [r.get("ts") for r in rows]}, schema={"s": pl.String})
+    if stamps.height and stamps["s"].null_count() < stamps.height:
+        # "Wed Jul 31 11:22:39 2024" (text and XML, local time) or "2024/07/31 11:22:39.123" (CSV).
+        csv_form = pl.col("s").str.contains(r"^\d{4}/")
+        frame = stamps.select(
+            s=pl.when(csv_form).then(pl.col("s").str.replace_all("/", "-").str.replace(" ", "T")).otherwise(pl.col("s")),
+            k=pl.when(csv_form).then(pl.lit("iso")).otherwise(pl.lit("ctime")),
+        )
+        ts, _ = envelope.to_utc(pl.col("s"), pl.col("k"), year=None, timezone=timezone)
+        column = frame.select(ts).to_series().to_arrow().cast(GPUS.field("ts").type)
+        table = table.set_column(GPUS.names.index("ts"), GPUS.field("ts"), column)
+    return table
+
+
+def _event_row(kind: str, severity: str, line: int, message: str, gpu: str | None, code: int | None,
+               detail: dict[str, Any], file: str, incident: str, host: str | None, ts: Any) -> dict[str, Any]:  # fmt: skip
+    return {"incident": incident, "host": host, "source": NAME, "file": file, "line": line, "ts": ts, "uptime_s": None,
+            "kind": kind, "severity": severity, "gpu": gpu, "rank": None, "pid": None, "code": code,
+            "message": message, "detail": json.dumps(detail, ensure_ascii=False)}  # fmt: skip
+
+
+def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None]], *, file: str, incident: str,
+            host: str | None, gpus: pa.Table) -> pa.Table:  # fmt: skip
+    out: list[dict[str, Any]] = []
+    ts_column = gpus.column("ts").to_pylist() if gpus.num_rows else []
+    for index, r in enumerate(rows):
+        gpu, where, ts = r.get("gpu"), r.get("_lines", {}), ts_column[index] if ts_column else None
+        label = f"{r.get('product') or 'GPU'} {gpu or ''}".strip()
+
+        def emit(kind: str, severity: str, column: str, text: str, code: int | None = None, **detail: Any) -> None:
+            detail = {"uuid": r.get("uuid"), "serial": r.get("serial"), **detail}
+            out.append(_event_row(kind, severity, where.get(column, r["line"]), f"{label}: {text}", gpu, code, detail,
+                                  file, incident, host, ts))  # fmt: skip
+
+        if (n := r.get("ecc_volatile_uncorrected")) or (m := r.get("ecc_aggregate_uncorrected")):
+            count = n or m
+            emit("gpu.ecc_uncorrectable", "critical" if n else "warning", "ecc_volatile_uncorrected" if n else "ecc_aggregate_uncorrected",
+                 f"{count} uncorrectable ECC error(s) ({'volatile' if n else 'aggregate'})", code=count,
+                 volatile=r.get("ecc_volatile_uncorrected"), aggregate=r.get("ecc_aggregate_uncorrected"))  # fmt: skip
+        if r.get("remapped_rows_pending"):
+            emit("gpu.remap_pending", "error", "remapped_rows_pending", "row remapping pending (reset the GPU to activate)",
+                 uncorrectable=r.get("remapped_rows_uncorrectable"), correctable=r.get("remapped_rows_correctable"))  # fmt: skip
+        if r.get("remapped_rows_failure"):
+            emit("gpu.remap_failure", "critical", "remapped_rows_failure", "row remapping failure occurred")
+        if r.get("retired_pages_pending") or r.get("retired_pages_dbe"):
+            emit("gpu.retired_pages", "error" if r.get("retired_pages_pending") else "warning",
+                 "retired_pages_pending" if r.get("retired_pages_pending") else "retired_pages_dbe",
+                 f"retired pages: {r.get('retired_pages_dbe') or 0} double-bit, {r.get('retired_pages_sbe') or 0} single-bit"
+                 + (", retirement pending" if r.get("retired_pages_pending") else ""),
+                 dbe=r.get("retired_pages_dbe"), sbe=r.get("retired_pages_sbe"), pending=r.get("retired_pages_pending"))  # fmt: skip
+        width, width_max = r.get("pcie_width_current"), r.get("pcie_width_max")
+        gen, gen_max = r.get("pcie_gen_current"), r.get("pcie_gen_max")
+        if width and width_max and width < width_max:
+            emit("gpu.pcie_degraded", "warning", "pcie_width_current", f"PCIe link x{width} of x{width_max}",
+                 reason="width", width=width, width_max=width_max, gen=gen, gen_max=gen_max)  # fmt: skip
+        elif gen and gen_max and gen < gen_max:
+            # An idle GPU lowers its link speed on purpose: worth a note, not an alarm.
+            emit("gpu.pcie_degraded", "info", "pcie_gen_current", f"PCIe gen {gen} of {gen_max}",
+                 reason="gen", width=width, width_max=width_max, gen=gen, gen_max=gen_max)  # fmt: skip
+        if replays := r.get("pcie_replays"):
+            emit("gpu.pcie_replays", "warning", "pcie_replays", f"{replays} PCIe replays since reset", code=replays,
+                 rollovers=r.get("pcie_replay_rollovers"))  # fmt: skip
+        reasons = r.get("clocks_event_reasons") or []
+        if hot := [x for x in reasons if "thermal" in x]:
+            emit("gpu.thermal_slowdown", "warning", "temp_gpu_c", f"clocks slowed: {', '.join(hot)}", reasons=reasons,
+                 temp_c=r.get("temp_gpu_c"))  # fmt: skip
+        if power := [x for x in reasons if "power_brake" in x]:
+            emit("gpu.power_slowdown", "warning", "power_draw_w", f"clocks slowed: {', '.join(power)}", reasons=reasons,
+                 power_w=r.get("power_draw_w"))  # fmt: skip
+        if r.get("reset_required") or r.get("drain_and_reset_recommended"):
+            emit("gpu.reset_required", "error", "reset_required" if r.get("reset_required") else "drain_and_reset_recommended",
+                 "reset required" if r.get("reset_required") else "drain and reset recommended",
+                 reset_required=r.get("reset_required"), drain_and_reset=r.get("drain_and_reset_recommended"))  # fmt: skip
+    for line, text, gpu in missing:
+        out.append(_event_row("gpu.missing", "critical", line, text, gpu, None, {"text": text}, file, incident, host, None))
+    out.sort(key=lambda e: e["line"])
+    return events_table(out)

@@ -1,0 +1,256 @@
+"""nvidia-smi: -q text, -q -x XML and --query-gpu CSV into gpus rows and derived events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from forensics.parse import parse_bytes
+from forensics.schema import GPUS
+
+from .conftest import GOLDEN
+
+
+def parse(name_or_text: str, *, text: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    data = name_or_text.encode() if text else (GOLDEN / "nvsmi" / name_or_text).read_bytes()
+    parsed = parse_bytes(data, file="nvsmi.txt", source="nvsmi")
+    events = parsed.events.to_pylist()
+    for e in events:
+        e["detail"] = json.loads(e["detail"])
+    return parsed.gpus.to_pylist(), events
+
+
+def test_h100_dump_every_gpu_with_identity_and_counters() -> None:
+    gpus, events = parse("nvsmi-q-535.161.08-8x-h100-hbm3-replays-01.txt")
+    assert len(gpus) == 8 and len({g["uuid"] for g in gpus}) == 8
+    first = gpus[0]
+    assert (first["gpu"], first["uuid"], first["serial"]) == ("0000:19:00.0", "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa", "1650124031592")
+    assert (first["product"], first["driver"], first["cuda"], first["minor"]) == ("NVIDIA H100 80GB HBM3", "535.161.08", "12.2", 0)
+    assert (first["pcie_gen_max"], first["pcie_width_max"], first["pcie_replays"]) == (5, 16, 67)
+    assert first["ecc_volatile_uncorrected"] == 0 and first["remapped_rows_pending"] is False
+    assert first["ts"].isoformat() == "2024-07-31T11:22:39+00:00"
+    replays = [e for e in events if e["kind"] == "gpu.pcie_replays"]
+    assert [e["code"] for e in replays] == [67, 63, 52, 43, 49, 53, 82, 67]
+    assert all(e["line"] > 0 and e["source"] == "nvsmi" for e in events)
+
+
+def test_remap_pending_on_an_a10() -> None:
+    (gpu,), events = parse("nvsmi-q-535.129.03-a10-remapped-rows-pending-01.txt")
+    assert (gpu["remapped_rows_uncorrectable"], gpu["remapped_rows_pending"], gpu["remapped_rows_failure"]) == (4, True, False)
+    (event,) = [e for e in events if e["kind"] == "gpu.remap_pending"]
+    lines = (GOLDEN / "nvsmi" / "nvsmi-q-535.129.03-a10-remapped-rows-pending-01.txt").read_text().splitlines()
+    assert "Pending" in lines[event["line"] - 1] and "Yes" in lines[event["line"] - 1]
+    assert event["detail"]["uncorrectable"] == 4 and event["gpu"] == "0000:07:00.0"
+
+
+def test_old_drivers_and_four_digit_domains() -> None:
+    (gpu,), _ = parse("nvsmi-q-d-temperature-304.108-old-4digit-domain-busid-01.txt")
+    assert (gpu["gpu"], gpu["driver"]) == ("0000:01:05.0", "304.108")
+    (gpu,), _ = parse("nvsmi-q-396.54-gtx1080-36col-partial-01.txt")
+    assert gpu["product"] == "GeForce GTX 1080" and gpu["driver"] == "396.54"
+
+
+@pytest.mark.parametrize(
+    ("name", "expect"),
+    [
+        ("nvsmi-q-x-515.105.01-a10g-remapped-rows-01.xml", {"product": "NVIDIA A10G", "pcie_width_current": 8, "pcie_width_max": 16, "remapped_rows_pending": False}),
+        ("nvsmi-q-x-515.105.01-tesla-t4-retired-pages-01.xml", {"product": "Tesla T4", "retired_pages_dbe": 0, "retired_pages_sbe": 0}),
+        ("nvsmi-q-x-535.54.03-a100-sxm4-mig-v12-dtd-01.xml", {"gpu": "0000:01:00.0", "remapped_rows_pending": None, "temp_gpu_c": 27.0}),
+        ("nvsmi-q-x-418.43-quadro-p400-old-schema-01.xml", {"product": "Quadro P400", "driver": "418.43"}),
+    ],
+)  # fmt: skip
+def test_xml(name: str, expect: dict[str, Any]) -> None:
+    gpus, events = parse(name)
+    assert {k: gpus[0][k] for k in expect} == expect
+    assert all(e["line"] >= 1 for e in events)
+
+
+def test_truncated_xml_keeps_what_closed_and_says_so() -> None:
+    parsed = parse_bytes((GOLDEN / "nvsmi" / "nvsmi-q-x-390.157-v9-dtd-redacted-uuid-partial-01.xml").read_bytes(), file="x.xml")
+    assert parsed.source == "nvsmi" and parsed.gpus.num_rows == 1
+    assert parsed.gpus.column("driver")[0].as_py() == "390.157"
+    assert "XML cut" in parsed.files.column("error")[0].as_py()
+
+
+def test_csv_loop() -> None:
+    gpus, _ = parse("nvsmi-query-gpu-csv-loop-index-temp-util-pstate-power-01.csv")
+    assert len(gpus) == 13 and gpus[0]["line"] == 2
+    assert (gpus[0]["temp_gpu_c"], gpus[0]["power_draw_w"], gpus[0]["clock_sm_mhz"]) == (56.0, 83.92, 1320.0)
+
+
+TEXT_DUMP = """
+==============NVSMI LOG==============
+
+Timestamp                                 : Tue Mar  5 10:00:00 2024
+Driver Version                            : 550.54.15
+CUDA Version                              : 12.4
+
+Attached GPUs                             : 1
+GPU 00000000:3B:00.0
+    Product Name                          : NVIDIA H100 80GB HBM3
+    Serial Number                         : 1650000000001
+    GPU UUID                              : GPU-00000000-1111-2222-3333-444444444444
+    Minor Number                          : 3
+    VBIOS Version                         : 96.00.74.00.0D
+    GPU Reset Status
+        Reset Required                    : Yes
+        Drain and Reset Recommended       : No
+    PCI
+        Bus Id                            : 00000000:3B:00.0
+        GPU Link Info
+            PCIe Generation
+                Max                       : 5
+                Current                   : 5
+            Link Width
+                Max                       : 16x
+                Current                   : 8x
+        Replays Since Reset               : 12
+        Replay Number Rollovers           : 0
+    Clocks Event Reasons
+        Idle                              : Not Active
+        HW Slowdown                       : Active
+            HW Thermal Slowdown           : Active
+            HW Power Brake Slowdown       : Not Active
+        SW Thermal Slowdown               : Not Active
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 1
+            SRAM Uncorrectable Parity     : 0
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 2
+            DRAM Uncorrectable            : 3
+        Aggregate
+            SRAM Correctable              : 10
+            SRAM Uncorrectable Parity     : 0
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 20
+            DRAM Uncorrectable            : 3
+    Remapped Rows
+        Correctable Error                 : 0
+        Uncorrectable Error               : 3
+        Pending                           : Yes
+        Remapping Failure Occurred        : Yes
+    Temperature
+        GPU Current Temp                  : 88 C
+        Memory Current Temp               : 95 C
+    GPU Power Readings
+        Power Draw                        : 690.12 W
+        Current Power Limit               : 700.00 W
+    Clocks
+        SM                                : 1410 MHz
+        Memory                            : 2619 MHz
+"""
+
+XML_DUMP = """<?xml version="1.0" ?>
+<nvidia_smi_log>
+	<timestamp>Tue Mar  5 10:00:00 2024</timestamp>
+	<driver_version>550.54.15</driver_version>
+	<cuda_version>12.4</cuda_version>
+	<attached_gpus>1</attached_gpus>
+	<gpu id="00000000:3B:00.0">
+		<product_name>NVIDIA H100 80GB HBM3</product_name>
+		<serial>1650000000001</serial>
+		<uuid>GPU-00000000-1111-2222-3333-444444444444</uuid>
+		<minor_number>3</minor_number>
+		<vbios_version>96.00.74.00.0D</vbios_version>
+		<gpu_reset_status>
+			<reset_required>Yes</reset_required>
+			<drain_and_reset_recommended>No</drain_and_reset_recommended>
+		</gpu_reset_status>
+		<pci>
+			<pci_bus_id>00000000:3B:00.0</pci_bus_id>
+			<pci_gpu_link_info>
+				<pcie_gen><max_link_gen>5</max_link_gen><current_link_gen>5</current_link_gen></pcie_gen>
+				<link_widths><max_link_width>16x</max_link_width><current_link_width>8x</current_link_width></link_widths>
+			</pci_gpu_link_info>
+			<replay_counter>12</replay_counter>
+			<replay_rollover_counter>0</replay_rollover_counter>
+		</pci>
+		<clocks_event_reasons>
+			<clocks_event_reason_gpu_idle>Not Active</clocks_event_reason_gpu_idle>
+			<clocks_event_reason_hw_slowdown>Active</clocks_event_reason_hw_slowdown>
+			<clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown>
+			<clocks_event_reason_hw_power_brake_slowdown>Not Active</clocks_event_reason_hw_power_brake_slowdown>
+			<clocks_event_reason_sw_thermal_slowdown>Not Active</clocks_event_reason_sw_thermal_slowdown>
+		</clocks_event_reasons>
+		<ecc_errors>
+			<volatile><sram_correctable>1</sram_correctable><sram_uncorrectable_parity>0</sram_uncorrectable_parity><sram_uncorrectable_secded>0</sram_uncorrectable_secded><dram_correctable>2</dram_correctable><dram_uncorrectable>3</dram_uncorrectable></volatile>
+			<aggregate><sram_correctable>10</sram_correctable><sram_uncorrectable_parity>0</sram_uncorrectable_parity><sram_uncorrectable_secded>0</sram_uncorrectable_secded><dram_correctable>20</dram_correctable><dram_uncorrectable>3</dram_uncorrectable></aggregate>
+		</ecc_errors>
+		<remapped_rows>
+			<remapped_row_corr>0</remapped_row_corr>
+			<remapped_row_unc>3</remapped_row_unc>
+			<remapped_row_pending>Yes</remapped_row_pending>
+			<remapped_row_failure>Yes</remapped_row_failure>
+		</remapped_rows>
+		<temperature><gpu_temp>88 C</gpu_temp><memory_temp>95 C</memory_temp></temperature>
+		<gpu_power_readings><power_draw>690.12 W</power_draw><current_power_limit>700.00 W</current_power_limit></gpu_power_readings>
+		<clocks><sm_clock>1410 MHz</sm_clock><mem_clock>2619 MHz</mem_clock></clocks>
+	</gpu>
+</nvidia_smi_log>
+"""
+
+
+def test_text_and_xml_of_the_same_gpu_agree_on_every_shared_field() -> None:
+    (text_gpu,), text_events = parse(TEXT_DUMP, text=True)
+    (xml_gpu,), xml_events = parse(XML_DUMP, text=True)
+    shared = [n for n in GPUS.names if n not in ("line", "file")]
+    assert {n: text_gpu[n] for n in shared} == {n: xml_gpu[n] for n in shared}
+    assert text_gpu["ecc_volatile_uncorrected"] == 3 and text_gpu["ecc_aggregate_corrected"] == 30
+    assert text_gpu["clocks_event_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]
+    kinds = ["gpu.ecc_uncorrectable", "gpu.remap_pending", "gpu.remap_failure", "gpu.pcie_degraded",
+             "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.reset_required"]  # fmt: skip
+    assert sorted(e["kind"] for e in text_events) == sorted(kinds)
+    assert sorted(e["kind"] for e in xml_events) == sorted(kinds)
+    ecc = next(e for e in text_events if e["kind"] == "gpu.ecc_uncorrectable")
+    assert (ecc["code"], ecc["severity"], ecc["gpu"]) == (3, "critical", "0000:3b:00.0")
+
+
+def test_missing_gpus_and_several_dumps() -> None:
+    text = TEXT_DUMP + TEXT_DUMP.replace("10:00:00", "10:05:00") + "Unable to determine the device handle for GPU0000:A1:00.0: Unknown Error\n"
+    gpus, events = parse(text, text=True)
+    assert [g["ts"].isoformat() for g in gpus] == ["2024-03-05T10:00:00+00:00", "2024-03-05T10:05:00+00:00"]
+    (missing,) = [e for e in events if e["kind"] == "gpu.missing"]
+    assert (missing["gpu"], missing["severity"]) == ("0000:a1:00.0", "critical")
+    assert parse("No devices were found\n", text=True)[1][0]["kind"] == "gpu.missing"
+
+
+def test_ragged_indentation_still_parses() -> None:
+    ragged = TEXT_DUMP.replace("            PCIe Generation", "           PCIe Generation")
+    (gpu,), _ = parse(ragged, text=True)
+    assert gpu["serial"] == "1650000000001"
+
+
+def test_not_a_dump_is_an_unparsed_row() -> None:
+    parsed = parse_bytes(b"GPU 0000:01:00.0\n\tweird\n  : : :\n", file="x", source="nvsmi")
+    assert parsed.events.num_rows >= 0 and parsed.files.num_rows == 1
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(" \t:\n-abcGPU0123456789.=<>/x")), max_size=400),
+       st.sampled_from(["", "==============NVSMI LOG==============\n\nGPU 00000000:3B:00.0\n", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<gpu id=\"x\">"]))  # fmt: skip
+def test_any_text_after_a_dump_header_never_raises(body: str, head: str) -> None:
+    parsed = parse_bytes((head + body).encode(), file="x", source="nvsmi")
+    assert parsed.files.num_rows == 1 and parsed.gpus.schema == GPUS
+
+
+def test_cli_prints_the_gpus_table(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from forensics.cli import main
+
+    path = tmp_path / "nvsmi.txt"
+    path.write_text(TEXT_DUMP)
+    result = CliRunner().invoke(main, ["parse", "--table", "gpus", "--format", "jsonl", str(path)])
+    assert result.exit_code == 0
+    row = json.loads(result.stdout)
+    assert (row["gpu"], row["serial"], row["ts"], row["clocks_event_reasons"]) == (
+        "0000:3b:00.0", "1650000000001", "2024-03-05T10:00:00.000000Z", ["hw_slowdown", "hw_thermal_slowdown"])
+    result = CliRunner().invoke(main, ["parse", "--table", "gpus", str(path)])
+    assert result.exit_code == 1 and result.stderr == "Error: --table gpus prints as jsonl, csv or parquet\n"
