@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-CORPUS_LOGS = $(shell find corpus -type f -name '*.log' | LC_ALL=C sort)
+CORPUS_LOGS = $(shell find corpus -mindepth 3 -type f | LC_ALL=C sort)
 
 .PHONY: demo test bench clean
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-demo: $(STAMP)  ## parse the bundled corpus and print what it holds
+demo: $(STAMP)  ## parse every log of the bundled corpus (sources decided by content) and print what it holds
 	$(BIN)/forensics parse --format summary $(CORPUS_LOGS)
 
 test: $(STAMP)  ## the test suite

@@ -469,7 +469,9 @@ def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None
         gpu, where, ts = r.get("gpu"), r.get("_lines", {}), ts_column[index] if ts_column else None
         label = f"{r.get('product') or 'GPU'} {gpu or ''}".strip()
 
-        def emit(kind: str, severity: str, column: str, text: str, code: int | None = None, **detail: Any) -> None:
+        def emit(kind: str, severity: str, column: str, text: str, code: int | None = None, *,
+                 r: dict[str, Any] = r, where: dict[str, int] = where, label: str = label, gpu: str | None = gpu,
+                 ts: Any = ts, **detail: Any) -> None:  # fmt: skip
             detail = {"uuid": r.get("uuid"), "serial": r.get("serial"), **detail}
             out.append(_event_row(kind, severity, where.get(column, r["line"]), f"{label}: {text}", gpu, code, detail,
                                   file, incident, host, ts))  # fmt: skip
