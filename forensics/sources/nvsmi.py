@@ -138,10 +138,23 @@ REASONS = ("Clocks Event Reasons", "Clocks Throttle Reasons", "clocks_event_reas
 
 _INT_COLUMNS = {"minor", "pcie_gen_max", "pcie_gen_current", "pcie_width_max", "pcie_width_current", "pcie_replays",
                 "pcie_replay_rollovers", "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
-                "remapped_rows_uncorrectable"}  # fmt: skip
+                "remapped_rows_uncorrectable", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
+                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected"}  # fmt: skip
 _FLOAT_COLUMNS = {"temp_gpu_c", "temp_memory_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz"}
 _BOOL_COLUMNS = {"retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "reset_required",
                  "drain_and_reset_recommended"}  # fmt: skip
+
+
+def _typed(column: str, value: str | None) -> Any:
+    """A printed value as its gpus column's type: "24564 MiB" → 24564, "Yes" → True, "N/A" → None."""
+    if column in _INT_COLUMNS:
+        number = _number(value)
+        return int(number) if number is not None else None
+    if column in _FLOAT_COLUMNS:
+        return _number(value)
+    if column in _BOOL_COLUMNS:
+        return _bool(value)
+    return value
 
 
 def _number(value: str | None) -> float | None:
@@ -202,15 +215,7 @@ def _gpu_row(block: Node, dump: dict[str, Any], fields: dict[str, list[str]], ec
             if path in flat and flat[path][0] not in (None, "N/A", "[N/A]"):
                 value, line = flat[path]
                 lines[column] = line or block.line
-                if column in _INT_COLUMNS:
-                    number = _number(value)
-                    row[column] = int(number) if number is not None else None
-                elif column in _FLOAT_COLUMNS:
-                    row[column] = _number(value)
-                elif column in _BOOL_COLUMNS:
-                    row[column] = _bool(value)
-                else:
-                    row[column] = value
+                row[column] = _typed(column, value)
                 break
     for scope in ("volatile", "aggregate"):
         section = f"{ecc_section}/{scope.capitalize() if ecc_section[0].isupper() else scope}"
@@ -419,18 +424,7 @@ def _csv_gpu(sample: dict[str, Any]) -> dict[str, Any]:
         column = _CSV_FIELDS.get(name)
         if column is None or value in ("[N/A]", "N/A", "[Not Supported]", ""):
             continue
-        if column in _INT_COLUMNS:
-            number = _number(value)
-            row[column] = int(number) if number is not None else None
-        elif column in _FLOAT_COLUMNS:
-            row[column] = _number(value)
-        elif column in _BOOL_COLUMNS:
-            row[column] = _bool(value)
-        elif column in ("ecc_volatile_uncorrected", "ecc_volatile_corrected", "ecc_aggregate_uncorrected", "ecc_aggregate_corrected"):
-            number = _number(value)
-            row[column] = int(number) if number is not None else None
-        else:
-            row[column] = value
+        row[column] = _typed(column, value)
     row["ts"] = sample.get("timestamp")
     row["gpu"] = canonical_bdf(row.get("bus_id"))
     return row
