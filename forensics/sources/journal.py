@@ -82,8 +82,13 @@ def _failed(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "svc.failed", severity, unit=_unit_of(first), event=event, text=first.split(": ", 1)[-1],
         status=int(status[1]) if status else None, signal=status[2] if status and status[2] in _SIGNALS else None,
         result=result[1] if result else None, restarts=int(restarts[1]) if restarts else None,
-        description=(re.search(r"Failed to start (.*?)\.?$", first) or [None, None])[1],
+        description=_search(r"Failed to start (.*?)\.?$", first),
     )  # fmt: skip
+
+
+def _search(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text)
+    return m.group(1) if m else None
 
 
 def _service(kind: str) -> Any:
