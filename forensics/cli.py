@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from . import output, sources
 from .errors import ForensicsError, InputError
-from .parse import ON_ERROR, parse_path
+from .parse import ON_ERROR, Parsed, iter_parse_path
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")
 
@@ -67,26 +67,62 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
     if missing:
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
-    tables: list[pa.Table] = []
-    gpu_tables: list[pa.Table] = []
-    file_rows: list[pa.Table] = []
-    for f in files:
-        parsed = parse_path(f, source=source, incident=incident, year=year, timezone=timezone, on_error=on_error)
-        tables.append(parsed.events)
-        gpu_tables.append(parsed.gpus)
-        file_rows.append(parsed.files)
-        if on_error == "warn":
-            for note in parsed.files.column("error").to_pylist():
-                if note:
-                    click.echo(f"Warning: {f}: {note}", err=True)
-    events = pa.concat_tables(tables)
-    files_table = pa.concat_tables(file_rows)
-    if table_name == "gpus":
-        if fmt in ("table", "summary"):
-            raise InputError("--table gpus prints as jsonl, csv or parquet")
-        events = pa.concat_tables(gpu_tables)
+    options = {"source": source, "incident": incident, "year": year, "timezone": timezone, "on_error": on_error}
+    if table_name == "gpus" and fmt in ("table", "summary"):
+        raise InputError("--table gpus prints as jsonl, csv or parquet")
     with _destination(out, binary=fmt == "parquet") as stream:
-        _WRITERS[fmt](events, files_table, stream)
+        writer = _Writer(fmt, stream, gpus=table_name == "gpus")
+        for f in files:
+            for parsed in iter_parse_path(f, **options):
+                writer.add(parsed)
+                if on_error == "warn":
+                    for note in parsed.files.column("error").to_pylist():
+                        if note:
+                            click.echo(f"Warning: {f}: {note}", err=True)
+        writer.close()
+
+
+class _Writer:
+    """Writes the rows as they come (jsonl, csv, parquet) or once at the end (table, summary)."""
+
+    def __init__(self, fmt: str, stream: IO[Any], *, gpus: bool) -> None:
+        self.fmt, self.stream, self.gpus = fmt, stream, gpus
+        self.kept: list[pa.Table] = []
+        self.files: list[pa.Table] = []
+        self.parquet: Any = None
+        self.header = True
+
+    def add(self, parsed: Parsed) -> None:
+        rows = parsed.gpus if self.gpus else parsed.events
+        self.files.append(parsed.files)
+        if self.fmt in ("table", "summary"):
+            self.kept.append(rows)
+        elif rows.num_rows or (self.fmt == "parquet" and self.parquet is None):
+            self._write(rows)
+
+    def _write(self, rows: pa.Table) -> None:
+        if self.fmt == "jsonl":
+            for line in output.jsonl_lines(rows):
+                self.stream.write(line)
+                self.stream.write("\n")
+        elif self.fmt == "csv":
+            self.stream.write(output.csv_text(rows, header=self.header))
+            self.header = False
+        else:
+            import pyarrow.parquet as pq
+
+            if self.parquet is None:
+                self.parquet = pq.ParquetWriter(self.stream, rows.schema, compression="zstd")
+            self.parquet.write_table(rows)
+
+    def close(self) -> None:
+        files = pa.concat_tables(self.files) if self.files else pa.table({})
+        if self.fmt == "table":
+            self.stream.write(output.table_text(pa.concat_tables(self.kept)))
+        elif self.fmt == "summary":
+            self.stream.write(output.summary_text(pa.concat_tables(self.kept), files))
+        elif self.parquet is not None:
+            self.parquet.close()
 
 
 @main.command("sources")
@@ -96,39 +132,6 @@ def sources_cmd() -> None:
         click.echo(name)
         for form in module.FORMS:
             click.echo(f"  - {form}")
-
-
-def _write_table(events: pa.Table, files: pa.Table, stream: IO[Any]) -> None:
-    stream.write(output.table_text(events))
-
-
-def _write_summary(events: pa.Table, files: pa.Table, stream: IO[Any]) -> None:
-    stream.write(output.summary_text(events, files))
-
-
-def _write_jsonl(events: pa.Table, files: pa.Table, stream: IO[Any]) -> None:
-    for line in output.jsonl_lines(events):
-        stream.write(line)
-        stream.write("\n")
-
-
-def _write_csv(events: pa.Table, files: pa.Table, stream: IO[Any]) -> None:
-    stream.write(output.csv_text(events))
-
-
-def _write_parquet(events: pa.Table, files: pa.Table, stream: IO[Any]) -> None:
-    import pyarrow.parquet as pq
-
-    pq.write_table(events, stream, compression="zstd")
-
-
-_WRITERS: dict[str, Callable[[pa.Table, pa.Table, IO[Any]], None]] = {
-    "table": _write_table,
-    "summary": _write_summary,
-    "jsonl": _write_jsonl,
-    "csv": _write_csv,
-    "parquet": _write_parquet,
-}
 
 
 @contextmanager

@@ -38,11 +38,11 @@ def jsonl_lines(events: pa.Table, *, chunk: int = 200_000) -> Iterator[str]:
         yield from encoded.to_list()
 
 
-def csv_text(events: pa.Table) -> str:
-    """CSV with a header; ``detail`` stays a JSON string, ``ts`` ISO-8601 with ``Z``."""
+def csv_text(events: pa.Table, *, header: bool = True) -> str:
+    """CSV (with a header unless ``header=False``); ``detail`` stays a JSON string, ``ts`` ISO-8601 with ``Z``."""
     df = _frame(events).with_columns(pl.col("ts").dt.strftime(_TS))
     # CSV has no lists: a list column (clocks_event_reasons) becomes "a;b".
-    return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv()
+    return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv(include_header=header)
 
 
 def table_text(events: pa.Table) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
 from . import sources
 from .errors import InputError
 from .schema import FILES, GPUS
-from .sources.base import SourceResult
+from .sources import journal
+from .sources.base import SourceResult, events_table
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -32,9 +35,13 @@ class Parsed:
 
 def read_bytes(path: str | Path) -> bytes:
     """The bytes of ``path``, or an InputError that says why they cannot be read."""
-    p = Path(path)
+    with _open(path) as stream:
+        return stream.read()
+
+
+def _open(path: str | Path) -> BinaryIO:
     try:
-        return p.read_bytes()
+        return Path(path).open("rb")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -57,32 +64,64 @@ def parse_bytes(
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row."""
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
-    if source == "auto":
-        name, confidence = sources.sniff(data[:SNIFF_BYTES].decode("utf-8", "replace"))
-        chosen = name if name and confidence >= MIN_CONFIDENCE else None
-    else:
-        sources.get(source)
-        chosen = source
+    chosen = _choose(data, source)
     module = sources.get(chosen or "kernel")
     result: SourceResult = module.parse(
         data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
     )
+    gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
+    return Parsed(events=result.events, files=_files_row(result, incident=incident, file=file, source=chosen,
+                                                          size=len(data)), source=chosen, gpus=gpus)  # fmt: skip
+
+
+def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int) -> pa.Table:
     error = result.error
     if result.invalid_utf8_lines:
         note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
         error = f"{error}; {note}" if error else note
-    files = pa.Table.from_pylist(
-        [
-            {
-                "incident": incident, "file": file, "source": chosen, "bytes": len(data),
-                "lines": result.lines, "records": result.records, "unparsed": result.unparsed,
-                "error": error,
-            }
-        ],
-        schema=FILES,
-    )  # fmt: skip
-    gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
-    return Parsed(events=result.events, files=files, source=chosen, gpus=gpus)
+    row = {"incident": incident, "file": file, "source": source, "bytes": size, "lines": result.lines,
+           "records": result.records, "unparsed": result.unparsed, "error": error}  # fmt: skip
+    return pa.Table.from_pylist([row], schema=FILES)
+
+
+def _choose(head: bytes, source: str) -> str | None:
+    if source != "auto":
+        sources.get(source)
+        return source
+    name, confidence = sources.sniff(head[:SNIFF_BYTES].decode("utf-8", "replace"))
+    return name if name and confidence >= MIN_CONFIDENCE else None
+
+
+def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
+                    year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> Iterator[Parsed]:  # fmt: skip
+    """Like :func:`parse_path`, in pieces: a journal in ``-o json`` or ``-o export`` form is read as a
+    stream and comes in chunks of whole records, so memory stays bounded whatever its size; other files
+    come whole. The ``files`` row comes with the last piece (the others have none).
+    """
+    p = Path(path)
+    with _open(p) as stream:
+        head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+        chosen = _choose(head, source)
+        if chosen != "journal" or journal._mode(head) == "text":
+            stream.close()
+            yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
+                             on_error=on_error)  # fmt: skip
+            return
+        if on_error not in ON_ERROR:
+            raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+        chunks = journal.iter_parse(stream, file=str(path), incident=incident, host=host, year=year,
+                                    timezone=timezone, on_error=on_error)  # fmt: skip
+        records = unparsed = 0
+        last: SourceResult | None = None
+        for chunk in chunks:
+            records += chunk.records
+            unparsed += chunk.unparsed
+            last = chunk
+            yield Parsed(events=chunk.events, files=FILES.empty_table(), source=chosen, gpus=GPUS.empty_table())
+    total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
+                         error=last.error if last else None)  # fmt: skip
+    files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size)
+    yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())
 
 
 def parse_file(

@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,3 +167,43 @@ def test_any_bytes_in_any_mode(data: bytes, prefix: bytes) -> None:
     result = journal.parse(prefix + data, file="x")
     for detail in result.events.column("detail").to_pylist():
         json.loads(detail)
+
+
+def _aer_entries() -> list[dict[str, Any]]:
+    lines = [
+        "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0",
+        "pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)",
+        "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00004020/00000000",
+        "pcieport 0000:00:03.0:    [14] CmpltTO                (First)",
+    ]
+    out = []
+    for boot, base in (("aa" * 16, 0), ("bb" * 16, 100)):
+        for n, text in enumerate(["docker0: port 1(veth1) entered disabled state", *lines, "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."]):
+            out.append({"__REALTIME_TIMESTAMP": str(1705312800000000 + (base + n) * 1000), "_BOOT_ID": boot, "_TRANSPORT": "kernel",
+                        "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": text, "__MONOTONIC_TIMESTAMP": str(1000 + n)})  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 100])
+def test_chunked_stream_equals_whole_file(chunk: int) -> None:
+    import io
+
+    data = ("\n".join(json.dumps(e) for e in _aer_entries()) + "\n").encode()
+    whole = journal.parse(data, file="j.json")
+    chunks = list(journal.iter_parse(io.BytesIO(data), file="j.json", chunk_entries=chunk, mode="json"))
+    combined = journal.combine(chunks)
+    assert combined.events.equals(whole.events)
+    assert (combined.records, combined.lines) == (whole.records, whole.lines) == (6, 12)
+    kinds = [r["kind"] for r in whole.events.to_pylist()]
+    assert kinds == ["other", "pcie.aer", "gpu.xid"] * 2
+    assert [json.loads(d)["boot"] for d in whole.events.column("detail").to_pylist()] == [0, 0, 0, 1, 1, 1]
+    export = _export(_aer_entries())
+    from_export = journal.combine(list(journal.iter_parse(io.BytesIO(export), file="j", chunk_entries=chunk, mode="export")))
+    assert [r["kind"] for r in from_export.events.to_pylist()] == kinds
+
+
+def test_cat_and_with_unit_modes() -> None:
+    cat = rows("NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error\nStarted Session 4 of User root.\n")
+    assert [r["kind"] for r in cat] == ["gpu.xid", "other"]  # -o cat: messages only, kernel families still apply
+    unit = rows("Jan 30 10:23:01 n1 nvidia-fabricmanager.service[900]: [Jan 30 2024 10:23:01] [ERROR] [tid 900] detected NVSwitch fatal error 12028 on fid 0\n")
+    assert (unit[0]["kind"], unit[0]["detail"]["sxid"], unit[0]["detail"]["unit"]) == ("svc.fabricmanager", 12028, "nvidia-fabricmanager.service")

@@ -16,6 +16,10 @@ families (:mod:`forensics.sources.kernel`, same grammar, same kinds); service en
 carries ``boot`` (0, 1, … in file order: boot markers, ``_BOOT_ID`` changes, uptime going backwards)
 and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps.
 
+Large exports: :func:`iter_parse` reads ``-o json`` and ``-o export`` as a stream, in chunks of
+:data:`CHUNK_ENTRIES` entries, carrying each chunk's last record (it may continue in the next entries)
+and the boot numbering over; ``forensics parse`` writes the chunks as they come, so memory stays bounded.
+
 Example (``-o short``, the fabric manager on a machine without NVSwitches)::
 
     Sep 18 03:19:01 ubuntu2404 systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE
@@ -26,12 +30,16 @@ becomes ``kind=svc.failed severity=error`` with ``detail.unit = "nvidia-fabricma
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import re
 import struct
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import polars as pl
+import pyarrow as pa
 
 from ..families import Families, row
 from ..text import split_lines
@@ -177,20 +185,88 @@ def parse(
         lines, bad_utf8 = split_lines(data)
         env = _with_boots(envelope.split(lines), lines)
         grouped = kernel.group_records(env, lines).with_row_index("i")
-        n_lines = len(lines)
-    else:
-        entries, n_lines, bad_utf8, broken = _json_entries(data) if mode == "json" else _export_entries(data)
-        env = _entries_frame(entries)
-        raw = env.get_column("msg")
-        grouped = kernel.group_records(env, raw).with_row_index("i").with_columns(i=pl.col("line"))
-    result = kernel.parse_records(
-        grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
-        full=full, lines=n_lines, bad_utf8=bad_utf8, services=SERVICES, detail_columns=("boot", "boot_id"),
+        return kernel.parse_records(
+            grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
+            full=full, lines=len(lines), bad_utf8=bad_utf8, services=SERVICES, detail_columns=("boot", "boot_id"),
+        )  # fmt: skip
+    chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
+                             timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
+    return combine(chunks)
+
+
+#: The largest binary field an export may hold; a larger length means a corrupt stream.
+_MAX_FIELD = 64 * 1024 * 1024
+
+#: Entries per chunk when a JSON or export journal is parsed as a stream.
+CHUNK_ENTRIES = 100_000
+
+
+def iter_parse(
+    stream: BinaryIO,
+    *,
+    file: str,
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+    full: bool = False,
+    chunk_entries: int = CHUNK_ENTRIES,
+    mode: str | None = None,
+) -> Iterator[SourceResult]:
+    """Parse a ``-o json`` or ``-o export`` journal from ``stream`` in chunks of entries, so that memory
+    stays bounded whatever the file's size. Each result holds the rows of whole records; the counts of
+    the last one (``lines``) are the file's. Boot numbers continue across chunks.
+    """
+    if mode is None:  # a file opened for reading in binary mode can be peeked at
+        mode = _mode(stream.peek(65536)[:65536]) if hasattr(stream, "peek") else "json"
+    counts = _Counts()
+    entries = _iter_json_entries(stream, counts) if mode == "json" else _iter_export_entries(stream, counts)
+    boots: dict[str, int] = {}
+    last_boot = 0
+    pending: list[dict[str, Any]] = []
+    done = False
+    while not done:
+        batch = pending + list(itertools.islice(entries, chunk_entries))
+        done = len(batch) == len(pending)
+        if not batch:
+            break
+        env = _entries_frame(batch, boots=boots, default_boot=last_boot)
+        grouped = kernel.group_records(env, env.get_column("msg")).with_row_index("i").with_columns(i=pl.col("line"))
+        if not done:
+            # The last record may go on in the next entries (a kernel block split over entries): keep it back.
+            last_rec = grouped.get_column("rec").max()
+            keep = grouped.get_column("rec") == last_rec
+            first_kept = int(keep.arg_true()[0])
+            pending = batch[first_kept:]
+            if first_kept == 0:  # the batch is one unfinished record: read on before emitting
+                continue
+            grouped = grouped.filter(~keep)
+            last_boot = int(env.get_column("boot")[first_kept - 1])
+        else:
+            pending = []
+        result = kernel.parse_records(
+            grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
+            full=full, lines=counts.lines, bad_utf8=counts.bad_utf8, services=SERVICES,
+            detail_columns=("boot", "boot_id"),
+        )  # fmt: skip
+        if counts.broken:
+            note = f"{counts.broken} entr{'y' if counts.broken == 1 else 'ies'} could not be decoded and were kept as text"
+            result.error = f"{result.error}; {note}" if result.error else note
+        yield result
+
+
+def combine(chunks: list[SourceResult]) -> SourceResult:
+    """One result from the chunks of one file."""
+    if not chunks:
+        return SourceResult(kernel.events_table([]), lines=0, records=0, unparsed=0, error=None)
+    last = chunks[-1]
+    errors = [c.error for c in chunks if c.error]
+    return SourceResult(
+        pa.concat_tables([c.events for c in chunks]), lines=last.lines, records=sum(c.records for c in chunks),
+        unparsed=sum(c.unparsed for c in chunks), error=errors[-1] if errors else None,
+        invalid_utf8_lines=last.invalid_utf8_lines,
     )  # fmt: skip
-    if mode != "text" and broken:
-        note = f"{broken} entr{'y' if broken == 1 else 'ies'} could not be decoded and were kept as text"
-        result.error = f"{result.error}; {note}" if result.error else note
-    return result
 
 
 def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
@@ -220,11 +296,25 @@ def _decode_message(value: Any) -> str:
     return str(value)
 
 
-def _json_entries(data: bytes) -> tuple[list[dict[str, Any]], int, int, int]:
-    lines, bad_utf8 = split_lines(data)
-    entries: list[dict[str, Any]] = []
-    broken = 0
-    for n, text in enumerate(lines.to_list()):
+class _Counts:
+    """What an entry reader saw: lines, entries it could not decode, lines that were not UTF-8."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.broken = 0
+        self.bad_utf8 = 0
+
+
+def _iter_json_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
+    """Entries of ``journalctl -o json``, one per line, read as the stream goes."""
+    for n, raw in enumerate(stream):
+        counts.lines = n + 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", "backslashreplace")
+            counts.bad_utf8 += 1
+        text = text.rstrip("\r\n")
         if not text.strip():
             continue
         try:
@@ -232,59 +322,62 @@ def _json_entries(data: bytes) -> tuple[list[dict[str, Any]], int, int, int]:
             if not isinstance(fields, dict):
                 raise ValueError("not an object")
         except ValueError:
-            broken += 1
+            counts.broken += 1
             fields = {"MESSAGE": text, "_BROKEN": True}
         fields["_LINE"] = n
-        entries.append(fields)
-    return entries, len(lines), bad_utf8, broken
+        yield fields
 
 
-def _export_entries(data: bytes) -> tuple[list[dict[str, Any]], int, int, int]:
-    """Entries of ``journalctl -o export``; binary fields are ``KEY\\n`` + u64 LE length + bytes + ``\\n``."""
-    entries: list[dict[str, Any]] = []
+def _iter_export_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
+    """Entries of ``journalctl -o export``; a binary field is ``KEY\\n`` + u64 LE length + bytes + ``\\n``."""
     fields: dict[str, Any] = {}
-    pos, line_no, broken = 0, 0, 0
-    start_line = 0
-    size = len(data)
-    while pos < size:
-        end = data.find(b"\n", pos)
-        end = size if end < 0 else end
-        line = data[pos:end]
+    line_no = start_line = 0
+    while True:
+        line = stream.readline()
         if not line:
+            break
+        body = line.rstrip(b"\n")
+        if not body:
             if fields:
                 fields["_LINE"] = start_line
-                entries.append(fields)
+                yield fields
             fields = {}
-            pos, line_no = end + 1, line_no + 1
+            line_no += 1
             start_line = line_no
             continue
-        eq = line.find(b"=")
+        eq = body.find(b"=")
         if eq > 0:
-            fields[line[:eq].decode("ascii", "replace")] = line[eq + 1 :].decode("utf-8", "backslashreplace")
-            pos, line_no = end + 1, line_no + 1
+            fields[body[:eq].decode("ascii", "replace")] = body[eq + 1 :].decode("utf-8", "backslashreplace")
+            line_no += 1
             continue
         # A binary field: the key alone on its line, then the length and the bytes.
-        key = line.decode("ascii", "replace")
-        if end + 9 > size:
-            broken += 1
-            fields.setdefault("MESSAGE", data[pos:].decode("utf-8", "backslashreplace"))
+        size = stream.read(8)
+        if len(size) < 8:
+            counts.broken += 1
+            fields.setdefault("MESSAGE", (body + size).decode("utf-8", "backslashreplace"))
             break
-        (length,) = struct.unpack("<Q", data[end + 1 : end + 9])
-        value = data[end + 9 : end + 9 + length]
+        (length,) = struct.unpack("<Q", size)
+        if length > _MAX_FIELD:  # journald caps fields far below this: the stream is corrupt from here
+            counts.broken += 1
+            fields.setdefault("MESSAGE", stream.read(_MAX_FIELD).decode("utf-8", "backslashreplace"))
+            break
+        value = stream.read(length)
         if len(value) < length:
-            broken += 1
-        fields[key] = value.decode("utf-8", "backslashreplace")
+            counts.broken += 1
+        stream.read(1)  # the newline after the value
+        fields[body.decode("ascii", "replace")] = value.decode("utf-8", "backslashreplace")
         line_no += 1 + value.count(b"\n") + 1
-        pos = end + 9 + length + 1
     if fields:
         fields["_LINE"] = start_line
-        entries.append(fields)
-    return entries, line_no, 0, broken
+        yield fields
+    counts.lines = line_no
 
 
-def _entries_frame(entries: list[dict[str, Any]]) -> pl.DataFrame:
-    """Journal entries (JSON or export fields) as the envelope columns the records stage reads."""
-    boots: dict[str, int] = {}
+def _entries_frame(entries: list[dict[str, Any]], *, boots: dict[str, int], default_boot: int = 0) -> pl.DataFrame:
+    """Journal entries (JSON or export fields) as the envelope columns the records stage reads.
+
+    ``boots`` numbers the boot ids in order of appearance and is kept across chunks.
+    """
     rows: list[dict[str, Any]] = []
     for e in entries:
         boot_id = e.get("_BOOT_ID")
@@ -309,7 +402,7 @@ def _entries_frame(entries: list[dict[str, Any]]) -> pl.DataFrame:
         schema={"line": pl.Int64, "host": pl.String, "ident": pl.String, "ipid": pl.Int64, "level": pl.String,
                 "uptime_s": pl.Float64, "stamp": pl.String, "boot_id": pl.String, "msg": pl.String},  # fmt: skip
     )
-    boot = pl.col("boot_id").replace_strict(boots, default=None, return_dtype=pl.Int64).forward_fill().fill_null(0)
+    boot = pl.col("boot_id").replace_strict(boots, default=None, return_dtype=pl.Int64).forward_fill().fill_null(default_boot)
     return df.with_columns(
         form=pl.lit("json"), delta_s=pl.lit(None, pl.Float64), caller=pl.lit(None, pl.String),
         stamp_kind=pl.when(pl.col("stamp").is_not_null()).then(pl.lit("unix")), stamped=pl.lit(True),
