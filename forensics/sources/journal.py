@@ -42,7 +42,6 @@ import polars as pl
 import pyarrow as pa
 
 from ..families import Families, row
-from ..text import split_lines
 from . import envelope, kernel
 from .base import SourceResult
 
@@ -138,6 +137,9 @@ SERVICES = Families(
     generic=_generic,
 )
 
+#: How the records stage treats a journal: service lines through SERVICES, boots in every row's detail.
+_RECORDS: dict[str, Any] = {"services": SERVICES, "detail_columns": ("boot", "boot_id")}
+
 
 # ---------------------------------------------------------------------------------------- modes
 
@@ -182,13 +184,8 @@ def parse(
     """Parse a journal export (any mode) into ``events`` rows (see the module docstring)."""
     mode = _mode(data[:65536])
     if mode == "text":
-        lines, bad_utf8 = split_lines(data)
-        env = _with_boots(envelope.split(lines), lines)
-        grouped = kernel.group_records(env, lines).with_row_index("i")
-        return kernel.parse_records(
-            grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
-            full=full, lines=len(lines), bad_utf8=bad_utf8, services=SERVICES, detail_columns=("boot", "boot_id"),
-        )  # fmt: skip
+        return kernel.parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                                 on_error=on_error, full=full, with_envelope=_with_boots, **_RECORDS)  # fmt: skip
     chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
                              timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
     return combine(chunks)
@@ -247,8 +244,7 @@ def iter_parse(
             pending = []
         result = kernel.parse_records(
             grouped, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error,
-            full=full, lines=counts.lines, bad_utf8=counts.bad_utf8, services=SERVICES,
-            detail_columns=("boot", "boot_id"),
+            full=full, lines=counts.lines, bad_utf8=counts.bad_utf8, **_RECORDS,
         )  # fmt: skip
         if counts.broken:
             note = f"{counts.broken} entr{'y' if counts.broken == 1 else 'ies'} could not be decoded and were kept as text"

@@ -608,12 +608,31 @@ def parse(
     full: bool = False,
 ) -> SourceResult:
     """Parse kernel-log bytes into ``events`` rows (see the module docstring)."""
+    return parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                      on_error=on_error, full=full)  # fmt: skip
+
+
+def parse_text(
+    data: bytes,
+    *,
+    with_envelope: Callable[[pl.DataFrame, pl.Series], pl.DataFrame] | None = None,
+    services: Families | None = None,
+    detail_columns: tuple[str, ...] = (),
+    **options: Any,
+) -> SourceResult:
+    """Line-oriented logs: lines → envelopes → records → events, for every source that prints kernel-
+    style lines. ``with_envelope`` may add columns to the envelope frame (the journal's boot numbers);
+    ``services`` and ``detail_columns`` are passed to :func:`parse_records`.
+    """
     lines, bad_utf8 = split_lines(data)
     n_lines = len(lines)
-    grouped = group_records(envelope.split(lines), lines).with_row_index("i")
-    del lines  # the records hold the text from here on; a big log should not be kept twice
-    return parse_records(grouped, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                         on_error=on_error, full=full, lines=n_lines, bad_utf8=bad_utf8)  # fmt: skip
+    env = envelope.split(lines)
+    if with_envelope is not None:
+        env = with_envelope(env, lines)
+    grouped = group_records(env, lines).with_row_index("i")
+    del lines, env  # the records hold the text from here on; a big log should not be kept twice
+    return parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services,
+                         detail_columns=detail_columns, **options)  # fmt: skip
 
 
 def parse_records(
