@@ -51,14 +51,14 @@ import json, re, resource, sys, time
 import pyarrow as pa
 from forensics.grammar import family_grammar
 from forensics.schema import EVENTS
-from forensics.sources import envelope, kernel
+from forensics.sources import base, envelope, kernel
 data = open(sys.argv[1], "rb").read()
 t = time.perf_counter()
 env = re.compile(envelope.ENVELOPE)
 g = family_grammar("kernel")
 prefilter = re.compile(g.prefilter_regex())
 anchors = [(k, re.compile(g.anchor_regex(k))) for k in g.families]
-mask = re.compile(kernel._mask_regex())
+mask = re.compile(base.mask_regex())
 rows = []
 for n, line in enumerate(data.decode("utf-8", "backslashreplace").split("\\n")[:-1], start=1):
     m = env.match(line)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import forensics
 from forensics.parse import parse_bytes
-from forensics.sources import kernel
+from forensics.sources import base, kernel
 
 from .conftest import golden_cases
 
@@ -83,4 +83,4 @@ def test_fifty_megabyte_line() -> None:
     rows = parsed.events.to_pylist()
     assert [r["kind"] for r in rows] == ["other", "gpu.xid"]
     assert len(rows[0]["message"]) == 50 * 1024 * 1024
-    assert len(json.loads(rows[0]["detail"])["template"]) <= kernel.TEMPLATE_CHARS
+    assert len(json.loads(rows[0]["detail"])["template"]) <= base.TEMPLATE_CHARS

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
 from ..schema import EVENTS
+
+#: How long the ``template`` of an ``other`` record may be; the message itself is never cut.
+TEMPLATE_CHARS = 256
 
 
 @dataclass
@@ -22,6 +28,7 @@ class SourceResult:
     error: str | None
     invalid_utf8_lines: int = 0
     gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
+    metrics: pa.Table | None = None  # training logs: one row per step and metric
 
 
 def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:
@@ -32,3 +39,20 @@ def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_arrays(
         [table.column(name).cast(EVENTS.field(name).type) for name in EVENTS.names], schema=EVENTS
     )
+
+
+@cache
+def mask_regex() -> str:
+    """The masks of ``data/masks.toml`` as one alternation (every match becomes ``<*>``)."""
+    data = tomllib.loads(resources.files("forensics.data").joinpath("masks.toml").read_text("utf-8"))
+    return "|".join(f"(?:{m['regex']})" for m in data["masks"])
+
+
+def template_expr(message: pl.Expr) -> pl.Expr:
+    """The ``template`` of a message: masked (Drain-style), at most TEMPLATE_CHARS long."""
+    return message.str.replace_all(mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
+
+
+def short_host(host: pl.Expr) -> pl.Expr:
+    """Host names as the events table keeps them: the short name (IP addresses stay whole)."""
+    return pl.when(host.str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$|:")).then(host).otherwise(host.str.split(".").list.first())

@@ -49,7 +49,7 @@ from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
 from ..text import split_lines
 from . import envelope
-from .base import SourceResult, events_table
+from .base import SourceResult, events_table, short_host, template_expr
 
 NAME = "kernel"
 FORMS = (
@@ -67,9 +67,6 @@ FORMS = (
     "talosctl dmesg",
     "unstamped lines (kernel: …, bare NVRM: …)",
 )
-
-#: How long the ``template`` of an ``other`` record may be; the message itself is never cut.
-TEMPLATE_CHARS = 256
 
 
 # ---------------------------------------------------------------------------------------- records
@@ -100,12 +97,6 @@ def _record_rules() -> _RecordRules:
 
 def _alt(patterns: list[str]) -> str:
     return "|".join(f"(?:{p})" for p in patterns)
-
-
-@cache
-def _mask_regex() -> str:
-    data = tomllib.loads(resources.files("forensics.data").joinpath("masks.toml").read_text("utf-8"))
-    return _alt([m["regex"] for m in data["masks"]])
 
 
 def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
@@ -768,7 +759,7 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         column("code", pl.Int64()).alias("f_code"),
         column("detail", pl.String(), details).alias("f_detail"),
     )
-    template = pl.col("message").str.replace_all(_mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
+    template = template_expr(pl.col("message"))
     extra = {c: pl.col(c) for c in detail_columns}
     other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
@@ -778,8 +769,7 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
     out = heads.lazy().select(
         incident=pl.lit(incident, pl.String),
-        host=pl.when(host_col.str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$|:")).then(host_col)
-        .otherwise(host_col.str.split(".").list.first()),
+        host=short_host(host_col),
         source=pl.when(pl.col("is_kernel")).then(pl.lit("kernel")).otherwise(pl.lit("journal")),
         file=pl.lit(file, pl.String),
         line=(pl.col("i") + 1).cast(pl.Int64),
