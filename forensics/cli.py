@@ -51,8 +51,8 @@ def main(debug: bool) -> None:
 @click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short).")
 @click.option("--timezone", help="IANA zone of stamps printed in local time (default: UTC, noted as assumed).")
 @click.option("--incident", default="", help="Incident id to put in the rows.")
-@click.option("--table", "table_name", type=click.Choice(["events", "gpus"]), default="events", show_default=True,
-              help="events, or gpus: the per-GPU rows of nvidia-smi dumps.")
+@click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics"]), default="events",
+              show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps.")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
               year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
     """Parse log files into event rows.
@@ -68,10 +68,10 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
     options = {"source": source, "incident": incident, "year": year, "timezone": timezone, "on_error": on_error}
-    if table_name == "gpus" and fmt in ("table", "summary"):
-        raise InputError("--table gpus prints as jsonl, csv or parquet")
+    if table_name != "events" and fmt in ("table", "summary"):
+        raise InputError(f"--table {table_name} prints as jsonl, csv or parquet")
     with _destination(out, binary=fmt == "parquet") as stream:
-        writer = _Writer(fmt, stream, gpus=table_name == "gpus")
+        writer = _Writer(fmt, stream, table=table_name)
         for f in files:
             for parsed in iter_parse_path(f, **options):
                 writer.add(parsed)
@@ -85,15 +85,15 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
 class _Writer:
     """Writes the rows as they come (jsonl, csv, parquet) or once at the end (table, summary)."""
 
-    def __init__(self, fmt: str, stream: IO[Any], *, gpus: bool) -> None:
-        self.fmt, self.stream, self.gpus = fmt, stream, gpus
+    def __init__(self, fmt: str, stream: IO[Any], *, table: str) -> None:
+        self.fmt, self.stream, self.table = fmt, stream, table
         self.kept: list[pa.Table] = []
         self.files: list[pa.Table] = []
         self.parquet: Any = None
         self.header = True
 
     def add(self, parsed: Parsed) -> None:
-        rows = parsed.gpus if self.gpus else parsed.events
+        rows = getattr(parsed, self.table)
         self.files.append(parsed.files)
         if self.fmt in ("table", "summary"):
             self.kept.append(rows)

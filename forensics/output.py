@@ -6,6 +6,8 @@ JSON Lines: one object per row with DESIGN.md's column names, ``ts`` as ISO-8601
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator
 
 import polars as pl
@@ -22,10 +24,10 @@ def _frame(events: pa.Table) -> pl.DataFrame:
 def jsonl_lines(events: pa.Table, *, chunk: int = 200_000) -> Iterator[str]:
     """One JSON object per event row, in column order."""
     df = _frame(events)
-    if "detail" not in df.columns:  # another table (gpus): plain JSON objects
+    if "detail" not in df.columns:  # another table (gpus, metrics): plain JSON objects
         for start in range(0, df.height, chunk):
             part = df.slice(start, chunk).with_columns(pl.col("ts").dt.strftime(_TS))
-            yield from part.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_list()
+            yield from part.select(_object(part)).to_series().to_list()
         return
     head = [c for c in df.columns if c != "detail"]
     for start in range(0, df.height, chunk):
@@ -36,6 +38,27 @@ def jsonl_lines(events: pa.Table, *, chunk: int = 200_000) -> Iterator[str]:
             pl.concat_str(row.str.head(-1), pl.lit(',"detail":'), pl.col("detail"), pl.lit("}"))
         ).to_series()
         yield from encoded.to_list()
+
+
+def _object(df: pl.DataFrame) -> pl.Expr:
+    """Each row as a JSON object; a float that is NaN or ±inf (which JSON cannot spell) becomes the
+    string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` rather than a silent null."""
+    fields = []
+    for name, dtype in df.schema.items():
+        key = f"{json.dumps(name)}:"
+        col = pl.col(name)
+        if dtype.is_float():
+            value = (
+                pl.when(col.is_null()).then(pl.lit("null"))
+                .when(col.is_nan()).then(pl.lit('"NaN"'))
+                .when(col == float("inf")).then(pl.lit('"Infinity"'))
+                .when(col == float("-inf")).then(pl.lit('"-Infinity"'))
+                .otherwise(pl.struct(col).struct.json_encode().str.slice(len(key) + 1).str.head(-1))
+            )  # fmt: skip
+        else:
+            value = pl.struct(col).struct.json_encode().str.slice(len(key) + 1).str.head(-1)
+        fields.append(pl.concat_str(pl.lit(key), value))
+    return pl.concat_str(pl.lit("{"), pl.concat_str(fields, separator=","), pl.lit("}"))
 
 
 def csv_text(events: pa.Table, *, header: bool = True) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from . import sources
 from .errors import InputError
-from .schema import FILES, GPUS
-from .sources import journal
+from .schema import FILES, GPUS, METRICS
+from .sources import joblog, journal
 from .sources.base import SourceResult, events_table
 
 #: How much of a file sniffing reads.
@@ -21,6 +21,8 @@ SNIFF_BYTES = 64 * 1024
 #: ``other`` rows so that nothing is lost.
 MIN_CONFIDENCE = 0.05
 ON_ERROR = ("keep", "warn", "raise")
+#: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
+JOB_SOURCES = ("nccl", "torch", "trainlog")
 
 
 @dataclass
@@ -31,6 +33,7 @@ class Parsed:
     files: pa.Table
     source: str | None
     gpus: pa.Table
+    metrics: pa.Table = field(default_factory=METRICS.empty_table)
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -70,8 +73,9 @@ def parse_bytes(
         data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
     )
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
+    metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
     return Parsed(events=result.events, files=_files_row(result, incident=incident, file=file, source=chosen,
-                                                          size=len(data)), source=chosen, gpus=gpus)  # fmt: skip
+                                                          size=len(data)), source=chosen, gpus=gpus, metrics=metrics)  # fmt: skip
 
 
 def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int) -> pa.Table:
@@ -94,32 +98,40 @@ def _choose(head: bytes, source: str) -> str | None:
 
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
                     year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> Iterator[Parsed]:  # fmt: skip
-    """Like :func:`parse_path`, in pieces: a journal in ``-o json`` or ``-o export`` form is read as a
-    stream and comes in chunks of whole records, so memory stays bounded whatever its size; other files
-    come whole. The ``files`` row comes with the last piece (the others have none).
+    """Like :func:`parse_path`, in pieces: a journal in ``-o json`` or ``-o export`` form and a job's output
+    (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole records, so memory
+    stays bounded whatever their size; other files come whole. The ``files`` row comes with the last
+    piece (the others have none).
     """
     p = Path(path)
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         chosen = _choose(head, source)
-        if chosen != "journal" or journal._mode(head) == "text":
+        streamed = chosen in JOB_SOURCES or (chosen == "journal" and journal._mode(head) != "text")
+        if not streamed:
             stream.close()
             yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
                              on_error=on_error)  # fmt: skip
             return
         if on_error not in ON_ERROR:
             raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
-        chunks = journal.iter_parse(stream, file=str(path), incident=incident, host=host, year=year,
-                                    timezone=timezone, on_error=on_error)  # fmt: skip
+        options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
+        if chosen == "journal":
+            chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]
+        else:
+            chunks = joblog.iter_parse(stream.read, source=chosen, **options)  # type: ignore[arg-type]
         records = unparsed = 0
         last: SourceResult | None = None
         for chunk in chunks:
             records += chunk.records
             unparsed += chunk.unparsed
             last = chunk
-            yield Parsed(events=chunk.events, files=FILES.empty_table(), source=chosen, gpus=GPUS.empty_table())
+            yield Parsed(events=chunk.events, files=FILES.empty_table(), source=chosen, gpus=GPUS.empty_table(),
+                         metrics=chunk.metrics if chunk.metrics is not None else METRICS.empty_table())  # fmt: skip
+    if chosen in JOB_SOURCES and last is not None:  # the job log's totals come with its last piece
+        records, unparsed = last.records, last.unparsed
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
-                         error=last.error if last else None)  # fmt: skip
+                         error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0)  # fmt: skip
     files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size)
     yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())
 
@@ -136,7 +148,8 @@ def parse_file(
     table: str = "events",
 ) -> pa.Table:
     """Parse one log file into the ``events`` table (or, with ``table="gpus"``, the ``gpus`` table of
-    an nvidia-smi dump; ``table="files"`` gives the file's ``files`` row).
+    an nvidia-smi dump; ``table="metrics"``, the training steps of a job log; ``table="files"``, the
+    file's ``files`` row).
 
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
@@ -150,8 +163,8 @@ def parse_file(
     >>> t.column("kind")[0].as_py(), t.column("gpu")[0].as_py(), t.column("code")[0].as_py()
     ('gpu.xid', '0000:3b:00.0', 79)
     """
-    if table not in ("events", "gpus", "files"):
-        raise InputError(f"table must be events, gpus or files, not {table!r}")
+    if table not in ("events", "gpus", "metrics", "files"):
+        raise InputError(f"table must be events, gpus, metrics or files, not {table!r}")
     parsed = parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
                         on_error=on_error)  # fmt: skip
     return getattr(parsed, table)

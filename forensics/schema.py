@@ -140,11 +140,18 @@ KINDS: frozenset[str] = frozenset(
         "host.oops", "host.warning",  # added: kernel Oops/BUG and WARNING splats
         "disk.io_error", "disk.nvme", "fs.error", "fs.readonly",
         "nccl.version", "nccl.init", "nccl.warn", "nccl.net_error", "nccl.error_chain",
+        # added (NCCL): comm aborted, proxy connection closed by a local rank, RAS report sections
+        "nccl.abort", "nccl.conn_closed", "nccl.ras",
         "torch.watchdog_timeout", "torch.heartbeat_timeout", "torch.nccl_error",
+        "torch.watchdog_progress",  # added: "last enqueued / last completed NCCL work"
         "cuda.illegal_address", "cuda.device_assert", "cuda.launch_failure", "cuda.ecc",
         "cuda.oom", "cuda.error",
         "py.exception", "job.child_failed", "job.exit",
+        # added: traceback frames without their exception line; C++ terminate and frame stacks;
+        # the head of a torchrun ChildFailedError report
+        "py.traceback", "cpp.abort", "cpp.stack", "job.report",
         "train.loss_nonfinite", "train.grad_nonfinite", "train.overflow", "train.stall",
+        "train.step",  # added: a trainer's step line (its values are in the metrics table)
         "gpu.ecc_uncorrectable", "gpu.remap_pending", "gpu.remap_failure", "gpu.retired_pages",
         "gpu.pcie_degraded", "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.power_slowdown",
         "gpu.missing", "gpu.reset_required",

@@ -104,11 +104,40 @@ def test_on_error_modes(logs: dict[str, Path], tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out.jsonl", *(p.name for p in logs.values())])
 
 
+JOB = (
+    "[1,0]<stdout>:gpu07:4211:4300 [0] NCCL INFO comm 0x5581 rank 0 nranks 2 cudaDev 0 busId 3b000 - Init COMPLETE\n"
+    "[1,0]<stdout>: iter 100: loss 2.3125, time 101.20ms, mfu 31.20%\n"
+    "[1,0]<stdout>: iter 110: loss nan, time 99.80ms, mfu 31.40%\n"
+)
+
+
+def test_job_log_events_and_metrics(tmp_path: Path) -> None:
+    job = tmp_path / "job.log"
+    job.write_text(JOB)
+    code, out, _ = run("parse", str(job))
+    assert code == 0
+    assert out == (
+        "WHERE      TIME  HOST   KIND                  SEVERITY  GPU           CODE  MESSAGE\n"
+        "job.log:1  -     gpu07  nccl.init             info      0000:3b:00.0  -     NCCL INFO comm 0x5581 rank 0 nranks 2 cudaDev 0 busId 3b000 - Init COMPLETE\n"
+        "job.log:2  -     -      train.step            debug     -             -     iter 100: loss 2.3125, time 101.20ms, mfu 31.20%\n"
+        "job.log:3  -     -      train.loss_nonfinite  error     -             110   iter 110: loss nan, time 99.80ms, mfu 31.40%\n"
+    )  # fmt: skip
+    code, out, _ = run("parse", "--table", "metrics", "--format", "jsonl", str(job))
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["line"], r["rank"], r["step"], r["name"], r["value"]) for r in rows] == [
+        (2, 0, 100, "loss", 2.3125), (2, 0, 100, "step_time_s", 0.1012), (2, 0, 100, "mfu", 31.2),
+        (3, 0, 110, "loss", "NaN"), (3, 0, 110, "step_time_s", 0.0998), (3, 0, 110, "mfu", 31.4),
+    ]  # fmt: skip
+    code, _, err = run("parse", "--table", "metrics", str(job))
+    assert code == 1 and err == "Error: --table metrics prints as jsonl, csv or parquet\n"
+
+
 def test_sources_lists_forms() -> None:
     code, out, _ = run("sources")
     assert code == 0
     lines = out.splitlines()
-    assert [line for line in lines if not line.startswith("  ")] == ["nvsmi", "journal", "kernel"]
+    assert [line for line in lines if not line.startswith("  ")] == ["nvsmi", "journal", "kernel", "nccl", "torch", "trainlog"]
     assert "  - dmesg -T / --ctime" in lines and "  - journalctl -o export (binary-safe fields)" in lines
 
 

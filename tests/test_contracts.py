@@ -50,21 +50,37 @@ def test_every_grammar_builds_strict() -> None:
             parser(path.stem, strict=True)
 
 
-def test_families_are_kinds_and_have_anchors() -> None:
-    g = family_grammar("kernel")
-    assert len(g.families) >= 20
+FAMILY_GRAMMARS = ("kernel", "journal", "nccl", "traceback", "trainlog")
+
+
+@pytest.mark.parametrize("name", FAMILY_GRAMMARS)
+def test_families_are_kinds_and_have_anchors(name: str) -> None:
+    g = family_grammar(name)
+    assert g.families
     for kind in g.families:
         assert kind in schema.KINDS, kind
         assert g.anchors[kind], f"{kind} has no A_ anchor terminal"
-    lark = parser("kernel")
+    lark = parser(name)
     assert {kind_of(a) for a in rule_aliases(lark)} <= schema.KINDS
 
 
-def test_prefilter_compiles_in_polars_and_python() -> None:
+def test_kernel_grammar_covers_design() -> None:
+    assert len(family_grammar("kernel").families) >= 20
+
+
+@pytest.mark.parametrize("name", FAMILY_GRAMMARS)
+def test_prefilter_compiles_in_polars_and_python(name: str) -> None:
+    import polars as pl
+
+    regex = family_grammar(name).prefilter_regex()
+    re.compile(regex)
+    assert pl.Series(["hello"]).str.contains(regex).to_list() == [False]
+
+
+def test_kernel_prefilter_flags_xid() -> None:
     import polars as pl
 
     regex = family_grammar("kernel").prefilter_regex()
-    re.compile(regex)
     assert pl.Series(["NVRM: Xid (PCI:0000:3b:00): 79, x", "hello"]).str.contains(regex).to_list() == [True, False]
 
 

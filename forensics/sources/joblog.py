@@ -1,0 +1,1170 @@
+"""Job output: the stdout/stderr of a training job, where NCCL, PyTorch/torchrun and the trainer interleave.
+
+The three job-output sources (:mod:`~forensics.sources.nccl`, :mod:`~forensics.sources.torch`,
+:mod:`~forensics.sources.trainlog`) read a file the same way, because a job log holds all three at once
+(and kernel lines pasted in); the ``source`` column of a row names the family that read it. Stages:
+
+1. **lines** (:mod:`.prefix`): carriage-return redraws and text glued after a progress bar become lines
+   of their own; ANSI codes go; launcher and logger prefixes are peeled, giving host, rank, pid, level
+   and time.
+2. **records**: line classes (``data/job_records.toml``) and a small state machine per stream (host,
+   rank, pid, thread) fold tracebacks (chained ones too), C++ aborts and stacks, torchrun report entries,
+   NCCL error chains, RAS report sections and repeated device-side asserts; ranks printing at the same
+   time stay apart. Kernel lines go to the kernel source's pipeline.
+3. **families**: the record's first line is searched for the anchors of ``grammars/nccl.lark``,
+   ``traceback.lark`` and ``trainlog.lark``; Lark parses the flagged records, enrichers make the rows.
+4. **metrics**: step lines of the trainers in ``data/train_metrics.toml`` are read in Polars into the
+   ``metrics`` table; a loss or gradient turning NaN/inf is an event (at its onset, not on every step),
+   and step lines stopping long before the log ends or fails is a ``train.stall``.
+
+The file is read in chunks cut where no record can span, so memory follows the chunk, not the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ..errors import ParseError
+from ..families import Families, row
+from ..pci import canonical_bdf
+from ..schema import METRICS
+from ..text import split_lines
+from . import envelope, kernel, prefix
+from .base import SourceResult, events_table, short_host, template_expr
+
+#: Bytes per chunk of a big job log (cut at a line where no record spans).
+CHUNK_BYTES = 32 * 1024 * 1024
+#: How many times CHUNK_BYTES a chunk may grow while looking for a place no record spans.
+MAX_GROWTH = 8
+#: How many lines a stream's open record may wait for its next line (other ranks print in between).
+WINDOW = 8
+#: A step interval this many times the run's median, and at least STALL_MIN_S, is a stall.
+STALL_FACTOR = 10.0
+STALL_MIN_S = 60.0
+
+_GRAMMAR_SOURCE = {"nccl": "nccl", "traceback": "torch", "trainlog": "trainlog"}
+
+#: Families that only a record of the matching block can be (see :func:`_split_records`).
+_BLOCK_FAMILIES = {
+    "py.exception": {"tb"}, "job.report": {"report", "tb"}, "job.child_failed": {"entry"},
+    "cpp.abort": {"cpp"}, "cpp.stack": {"cpp"}, "nccl.ras": {"ras"},
+}  # fmt: skip
+
+_KERNEL_STAMP = (
+    r"^\[ *\+?\d+\.\d+\](?:\[ *[TC]\d+\])? |^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] "
+    r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:\S+ )?kernel: |^kernel: |^kern *:\w+ *: "
+)
+#: ``dmesg --time-format iso``: microseconds after a comma and an offset, which Python logging never prints.
+_DMESG_ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d "
+
+
+def _data(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files("forensics.data").joinpath(name).read_text("utf-8"))
+
+
+@cache
+def _classes() -> tuple[tuple[str, str], ...]:
+    return tuple((c["name"], c["pattern"]) for c in _data("job_records.toml")["class"])
+
+
+@cache
+def _errors() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((e["kind"], re.compile(e["pattern"])) for e in _data("job_errors.toml")["error"])
+
+
+@cache
+def _nccl_codes() -> dict[str, dict[int, str]]:
+    data = _data("nccl_codes.toml")
+    return {table: {int(k): v for k, v in data[table].items()} for table in ("result", "wc_status")}
+
+
+def classify_error(text: str) -> str | None:
+    """The kind an error message means (``data/job_errors.toml``), or None.
+
+    >>> classify_error("RuntimeError: CUDA error: an illegal memory access was encountered")
+    'cuda.illegal_address'
+    """
+    for kind, pattern in _errors():
+        if pattern.search(text):
+            return kind
+    return None
+
+
+# ---------------------------------------------------------------------------------------- enrichers
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}  # fmt: skip
+_UNITS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "kb": 1000, "mb": 1000**2,
+          "gb": 1000**3, "bytes": 1}  # fmt: skip
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _find(pattern: str, text: str, group: int | str = 1) -> str | None:
+    m = re.search(pattern, text)
+    return m.group(group) if m else None
+
+
+def _bytes(amount: str | None) -> int | None:
+    if not amount:
+        return None
+    m = re.match(r"([\d.]+)\s*([KMGT]i?B|B|bytes)", amount.strip(), flags=re.IGNORECASE)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+
+
+def _pg_rank(text: str) -> tuple[int | None, str | None]:
+    """The rank and process-group tag of a ProcessGroupNCCL message (``[PG 1 Rank 0]`` …)."""
+    m = re.search(r"\[((?:PG [^\]\n]*?)?)Rank (\d+)\]", text)
+    if not m:
+        return None, None
+    return int(m.group(2)), (m.group(1).strip() or None)
+
+
+def _first(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    line = _first(text)
+    m = re.search(r"with (?:error|status=?)\s*(\d+),? opcode[ =](\d+),? len[ =](\d+),? vendor err (\d+)", line)
+    status = int(m.group(1)) if m else None
+    fields: dict[str, Any] = {
+        "where": _find(r"^([\w./-]+:\d+) ", line), "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line),
+        "transport": _find(r"NET/(\w+)", line),
+        "peer": _find(r"(?:peer|[Cc]onnect to) ([^\s<]+)<\d+>", line), "peer_port": _int(_find(r"(?:peer|[Cc]onnect to) [^\s<]+<(\d+)>", line)),
+        "status": status, "status_name": _nccl_codes()["wc_status"].get(status) if status is not None else None,
+        "opcode": int(m.group(2)) if m else None, "len": int(m.group(3)) if m else None,
+        "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
+        "local_gid": _find(r"localGid (\S+)", line), "remote_gid": _find(r"remoteGids?\s*(\S+)", line),
+        "text": line.split("NCCL WARN", 1)[-1].strip(),
+    }  # fmt: skip
+    return row("nccl.net_error", "error", {k: v for k, v in fields.items() if v is not None}, code=status)
+
+
+def _warn(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    line = _first(text)
+    return row("nccl.warn", "warning", where=_find(r"^([\w./-]+:\d+) ", line),
+               function=_find(r"^[\w./-]+:\d+ \((\w+)\)", line), text=line.split("NCCL WARN", 1)[-1].strip())  # fmt: skip
+
+
+def _error_chain(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    steps = re.findall(r"NCCL INFO ([\w./-]+:\d+) -> (\d+)(?: \[([^\]]+)\])?", text)
+    code = int(steps[-1][1]) if steps else None
+    thread = next((t for _, _, t in reversed(steps) if t), None)
+    return row("nccl.error_chain", "error", code=code, stack=[w for w, _, _ in steps],
+               result=_nccl_codes()["result"].get(code) if code is not None else None, thread=thread)  # fmt: skip
+
+
+def _conn_closed(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row("nccl.conn_closed", "warning", local_rank=_int(_find(r"localRank (\d+)", text)))
+
+
+def _comm(kind: str, severity: str):  # noqa: ANN202 - an enricher
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        line = _first(text)
+        if line.startswith("#"):  # nccl-tests' rank table
+            m = re.search(r"Rank\s+(\d+) (?:Group\s+\d+ )?Pid\s+(\d+) on\s+(\S+) device\s+(\d+) \[(0x[0-9a-fA-F]+)\] ?(.*)", line)
+            if not m:
+                return row(kind, severity, text=line)
+            bus = int(m.group(5), 16)
+            return {**row(kind, severity, pid=int(m.group(2)), gpu=f"0000:{bus:02x}:00.0", cuda_dev=int(m.group(4)),
+                          product=m.group(6).strip() or None, via="nccl-tests"),
+                    "rank": int(m.group(1)), "host": m.group(3)}  # fmt: skip
+        bus_id = _find(r"busId ([0-9a-fA-F:]+)", line)
+        fields = {
+            "comm": _find(r"comm (0x[0-9a-fA-F]+)", line), "nranks": _int(_find(r"nranks (\d+)", line)),
+            "cuda_dev": _int(_find(r"cudaDev (\d+)", line)), "nvml_dev": _int(_find(r"nvmlDev (\d+)", line)),
+            "bus_id": bus_id, "comm_id": _find(r"commId (0x[0-9a-fA-F]+)", line),
+            "phase": _find(r" - (\w+ (?:COMPLETE|START))", line),
+        }  # fmt: skip
+        return {**row(kind, severity, {k: v for k, v in fields.items() if v is not None},
+                      gpu=canonical_bdf(bus_id, nccl=True) if bus_id else None),
+                "rank": _int(_find(r" rank (\d+)", line))}  # fmt: skip
+
+    return enrich
+
+
+def _version(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row("nccl.version", "info", version=_find(r"NCCL version (\d+\.\d+(?:\.\d+)?(?:-\d+)?)", text),
+               cuda=_find(r"(?:\+cuda|compiled with CUDA )(\d+(?:\.\d+)*)", text),
+               cuda_runtime=_int(_find(r"CUDA runtime version (\d+)", text)),
+               cuda_driver=_int(_find(r"driver version (\d+)", text)))  # fmt: skip
+
+
+def _ras(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    lines = text.split("\n")
+    ranks = [{"rank": int(r), "gpu": int(g), "pid": int(p), "node": n}
+             for r, g, p, n in re.findall(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on node (\S+)", text)]  # fmt: skip
+    statuses = sorted(set(re.findall(r"\b(MISMATCH|TIMEOUT|ERROR|ABORTED|INCOMPLETE|DEAD|UNREACHABLE)\b", text)))
+    detail: dict[str, Any] = {"section": lines[0].strip(), "statuses": statuses}
+    if ranks:
+        detail["ranks"] = ranks
+    counts = re.findall(r"(\d+) ranks? have launched up to operation (\d+)", text)
+    if counts:
+        detail["op_counts"] = [{"ranks": int(a), "op": int(b)} for a, b in counts]
+    return row("nccl.ras", "warning" if statuses else "info", detail)
+
+
+def _watchdog_timeout(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    rank, pg = _pg_rank(text)
+    work = dict(re.findall(r"(\w+(?:\(ms\))?)=([^,)\n]*)", _find(r"WorkNCCL\(([^\n]*?)\) ran", text) or ""))
+    fields = {
+        "seq": _int(work.get("SeqNum")), "op": work.get("OpType"), "numel_in": _int(work.get("NumelIn")),
+        "numel_out": _int(work.get("NumelOut")), "timeout_ms": _int(work.get("Timeout(ms)")),
+        "ran_ms": _int(_find(r"ran for (\d+) milliseconds", text)), "pg": pg,
+    }  # fmt: skip
+    return {**row("torch.watchdog_timeout", "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+
+
+def _watchdog_progress(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    rank, pg = _pg_rank(text)
+    fields = {"seq": _int(_find(r"(?:at work|Timeout at NCCL work): (\d+)", text)),
+              "last_enqueued": _int(_find(r"last enqueued NCCL work: (-?\d+)", text)),
+              "last_completed": _int(_find(r"last completed NCCL work: (-?\d+)", text)), "pg": pg}  # fmt: skip
+    return {**row("torch.watchdog_progress", "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+
+
+def _heartbeat(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    rank, pg = _pg_rank(text)
+    fields = {"stuck_s": _int(_find(r"got stuck for (\d+) seconds", text)),
+              "work_meta_size": _int(_find(r"workMetaList_\.size\(\)=(\d+)", text)), "pg": pg}  # fmt: skip
+    return {**row("torch.heartbeat_timeout", "critical", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+
+
+def _nccl_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    rank, pg = _pg_rank(text)
+    cause = _find(r"thread terminated with exception: ([^\n]*)", text)
+    kind = (classify_error(cause) if cause else None) or "torch.nccl_error"
+    if kind in ("job.report", "train.loss_nonfinite", "train.grad_nonfinite"):
+        kind = "torch.nccl_error"
+    fields = {"pg": pg, "cause": cause, "via": "watchdog" if cause else None, "text": _first(text)}
+    return {**row(kind, "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+
+
+def _cpp_abort(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    what = _find(r"\n[ \t]+what\(\): +([^\n]*)", text)
+    rank, pg = _pg_rank(what or "")
+    kind = (classify_error(what) if what else None) or "cpp.abort"
+    if kind in ("job.report",):
+        kind = "cpp.abort"
+    fields = {"exception": _find(r"instance of '([^']*)'", text), "what": what, "pg": pg,
+              "raised_from": _find(r"Exception raised from (\S+ at \S+)", text),
+              "frames": len(re.findall(r"\nframe #\d+: ", text)) or None}  # fmt: skip
+    return {**row(kind, "critical", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+
+
+def _cpp_stack(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    frames = re.findall(r"(?:^|\n)frame #\d+: ([^\n]*?)(?: \+ 0x[0-9a-f]+)? \(0x[0-9a-f]+ in ([^)\n]*)\)", text)
+    return row("cpp.stack", "info", frames=[f for f, _ in frames] or None,
+               raised_from=_find(r"Exception raised from (\S+ at \S+)", text))  # fmt: skip
+
+
+def _device_assert(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    line = _first(text)
+    m = re.match(r"(?P<where>.*?:\d+): (?P<kernel>.*?): block: \[(?P<block>[\d,]+)\], thread: \[(?P<thread>[\d,]+)\] "
+                 r"Assertion (?P<assert>.*?) failed\.?\s*$", line)  # fmt: skip
+    fields = {k: v for k, v in (m.groupdict() if m else {"text": line}).items()}
+    if "assert" in fields:
+        fields["assert"] = fields["assert"].strip("`'\"")
+    fields["threads"] = text.count("\n") + 1
+    return row("cuda.device_assert", "error", fields)
+
+
+def _job_exit(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    code = _int(_find(r"exitcode: (-?\d+)", text))
+    return row("job.exit", "error" if code else "info", code=code, pid=_int(_find(r"\(pid: (\d+)\)", text)),
+               local_rank=_int(_find(r"local_rank: (\d+)", text)), binary=_find(r"of binary: (\S+)", text),
+               signal=_SIGNALS.get(-code) if code and code < 0 else None)  # fmt: skip
+
+
+def _child_failed(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    fields = dict(re.findall(r"\n[ \t]+(time|host|rank|exitcode|error_file|traceback)[ \t]*:[ \t]*([^\n]*)", text))
+    code = _int(_find(r"^(-?\d+)", fields.get("exitcode", "")))
+    signal = _find(r"Signal \d+ \((\w+)\)", fields.get("traceback", "")) or (_SIGNALS.get(-code) if code and code < 0 else None)
+    detail = {
+        "failure": _int(_find(r"^\[(\d+)\]", text)), "time": fields.get("time"), "host": fields.get("host"),
+        "local_rank": _int(_find(r"local_rank: (\d+)", fields.get("rank", ""))), "signal": signal,
+        "error_file": fields.get("error_file"), "traceback": fields.get("traceback"),
+    }  # fmt: skip
+    out = row("job.child_failed", "error", {k: v for k, v in detail.items() if v is not None},
+              code=code, pid=_int(_find(r"\(pid: (\d+)\)", fields.get("exitcode", ""))))
+    out["rank"] = _int(_find(r"^(\d+)", fields.get("rank", "")))
+    out["host"] = fields.get("host")
+    if fields.get("time"):  # torchrun writes the agent's local time as 2023-06-14_22:36:10
+        out["stamp"] = fields["time"].replace("_", "T", 1)
+    return out
+
+
+def _report(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row("job.report", "error", script=_find(r"(?:^|\n)(\S+) FAILED", text),
+               no_other_failures="<NO_OTHER_FAILURES>" in text or None)  # fmt: skip
+
+
+def _py_exception(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    lines = text.split("\n")
+    frames = [{"file": f, "line": int(n), "function": fn}
+              for f, n, fn in re.findall(r'(?:^|\n)[ \t]+File "([^"\n]*)", line (\d+)(?:, in ([^\n]*))?', text)]  # fmt: skip
+    # The exception lines are those no traceback line kind claims: not a frame, code, caret, header.
+    exc_lines = [ln for ln in lines if ln.strip() and not re.match(
+        r'[ \t]+File "|[ \t]{4,}|[ \t]+[\^~]+[ \t]*$|Traceback \(most recent call last\)|During handling of the above'
+        r'|The above exception was the direct cause', ln)]  # fmt: skip
+    if not exc_lines:
+        return row("py.traceback", "warning", frames=frames, cut=True)
+    last = _last_exception(exc_lines)
+    exc_text = "\n".join(exc_lines[exc_lines.index(last):])
+    exc_type = _find(r"^([A-Za-z_][\w.]*)(?::|$)", last)
+    kind = classify_error(exc_text) or "py.exception"
+    detail: dict[str, Any] = {"type": exc_type, "error": last.split(": ", 1)[1] if ": " in last else last,
+                              "frames": frames, "chained": len(exc_lines) > len(exc_lines[exc_lines.index(last):]) or None}  # fmt: skip
+    out = row(kind, "error", {k: v for k, v in detail.items() if v is not None})
+    if kind == "cuda.oom":
+        out["detail"].update(_oom_fields(exc_text))
+    if kind == "job.report":
+        out["detail"]["script"] = _find(r"\n(\S+) FAILED", text)
+    rank = _int(_find(r"\bRank (\d+)\b", exc_text))
+    if rank is not None:
+        out["rank"] = rank
+    node = _find(r"\bnode: (\S+)", exc_text)
+    if node:
+        out["detail"]["node"] = node
+    return out
+
+
+def _last_exception(exc_lines: list[str]) -> str:
+    """The final exception line of a (chained) traceback: the last line that names an exception type."""
+    named = [ln for ln in exc_lines if re.match(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault)\b", ln)]
+    if named:
+        return named[-1]
+    return exc_lines[0]
+
+
+def _oom_fields(text: str) -> dict[str, Any]:
+    size = r"([\d.]+ ?[KMGT]i?B)"
+    fields = {
+        "tried_bytes": _bytes(_find(rf"Tried to allocate {size}", text)),
+        "gpu_index": _int(_find(r"\bGPU (\d+)", text)),
+        "total_bytes": _bytes(_find(rf"total capacity of {size}", text) or _find(rf"{size} total capacity", text)),
+        "free_bytes": _bytes(_find(rf"of which {size} is free", text) or _find(rf"{size} free", text)),
+        "process_bytes": _bytes(_find(rf"this process has {size} memory in use", text)),
+        "allocated_bytes": _bytes(_find(rf"{size} is allocated by PyTorch", text) or _find(rf"{size} already allocated", text)),
+        "reserved_unallocated_bytes": _bytes(_find(rf"{size} is reserved by PyTorch but unallocated", text)),
+    }  # fmt: skip
+    others = [{"pid": int(p), "bytes": _bytes(b)} for p, b in re.findall(rf"Process (\d+) has {size} memory in use", text)]
+    out: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if others:
+        out["other_processes"] = others
+    return out
+
+
+def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    step = _int(_find(r"(?:on iteration|iteration) (\d+)", text))
+    fields = {
+        "rank": _int(_find(r"\bRank (\d+)\b", text)),
+        "attempted_scale": _float(_find(r"Attempted loss scale: ([\d.e+]+)", text)),
+        "new_scale": _float(_find(r"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.e+]+ to) ([\d.e+]+)", text)),
+        "hysteresis": _int(_find(r"Reducing hysteresis to (\d+)", text)),
+        "at_minimum": True if "already at minimum" in text else None,
+    }  # fmt: skip
+    rank = fields.pop("rank")
+    out = row("train.overflow", "error" if fields["at_minimum"] else "warning",
+              {k: v for k, v in fields.items() if v is not None}, code=step)  # fmt: skip
+    out["rank"] = rank
+    return out
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _nonfinite(kind: str):  # noqa: ANN202 - an enricher
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        out = row(kind, "error", text=_first(text), device=_int(_find(r"Device: (\d+)", text)),
+                  node=_find(r"node: (\S+)", text))  # fmt: skip
+        out["detail"] = {k: v for k, v in out["detail"].items() if v is not None}
+        out["rank"] = _int(_find(r"\bRank (\d+)\b", text))
+        return out
+
+    return enrich
+
+
+def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row(parts["kind"], "info", text=_first(text))
+
+
+NCCL = Families("nccl", {
+    "nccl.net_error": _net_error, "nccl.warn": _warn, "nccl.error_chain": _error_chain,
+    "nccl.conn_closed": _conn_closed, "nccl.abort": _comm("nccl.abort", "warning"),
+    "nccl.init": _comm("nccl.init", "info"), "nccl.version": _version, "nccl.ras": _ras,
+}, generic=_generic)  # fmt: skip
+TORCH = Families("traceback", {
+    "torch.watchdog_timeout": _watchdog_timeout, "torch.watchdog_progress": _watchdog_progress,
+    "torch.heartbeat_timeout": _heartbeat, "torch.nccl_error": _nccl_error, "cpp.abort": _cpp_abort,
+    "cpp.stack": _cpp_stack, "cuda.device_assert": _device_assert, "job.exit": _job_exit,
+    "job.child_failed": _child_failed, "job.report": _report, "py.exception": _py_exception,
+}, generic=_generic)  # fmt: skip
+TRAIN = Families("trainlog", {
+    "train.overflow": _overflow, "train.grad_nonfinite": _nonfinite("train.grad_nonfinite"),
+    "train.loss_nonfinite": _nonfinite("train.loss_nonfinite"),
+}, generic=_generic)  # fmt: skip
+FAMILIES = (NCCL, TORCH, TRAIN)
+
+
+def parse_record(text: str, *, block: str = "single", full: bool = False) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """One job-output record → (fields, error, source). ``block`` is the record splitter's verdict
+    (``tb``, ``cpp``, ``report``, ``entry``, ``chain``, ``ras``, ``assert``, ``single``…).
+
+    >>> fields, error, source = parse_record("[Rank 1] Watchdog caught collective operation timeout: "
+    ...     "WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.")
+    >>> source, fields["kind"], fields["rank"], fields["detail"]["timeout_ms"]
+    ('torch', 'torch.watchdog_timeout', 1, 1800000)
+    """
+    error = None
+    for families in FAMILIES:
+        candidates = [k for k in families.candidates(text) if block in _BLOCK_FAMILIES.get(k, (block,))]
+        if not candidates and not full:
+            continue
+        fields, err = families.parse_record(text, full=full, candidates=candidates)
+        if fields is not None:
+            return fields, None, _GRAMMAR_SOURCE[families.name]
+        error = error or err
+    return None, error, None
+
+
+# ---------------------------------------------------------------------------------------- records
+
+
+def _line_classes(msg: pl.Expr) -> pl.Expr:
+    expr: Any = pl
+    for name, pattern in _classes():
+        expr = expr.when(msg.str.contains(pattern)).then(pl.lit(name))
+    return expr.otherwise(pl.lit(None, pl.String))
+
+
+@dataclass
+class _Open:
+    state: str
+    head: int
+    last: int
+    site: str | None = None
+    after_last_error: bool = False
+
+
+@dataclass
+class _Blocks:
+    """The record splitter's verdict for the lines it visited: owner (head row) and block of heads."""
+
+    owner: dict[int, int] = field(default_factory=dict)
+    block: dict[int, str] = field(default_factory=dict)
+    extra: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+_EXC_LINE = re.compile(r"^[^\s]")
+_FAILED = re.compile(r"^\S+ FAILED\s*$")
+_RULE = re.compile(r"^=+\s*$")
+_SITE = re.compile(r"^(.*?): block: \[")
+
+
+def _split_records(rows: list[tuple[Any, ...]]) -> _Blocks:
+    """Run the block state machine over the visited lines ``(row, cls, msg, key, next_cls, next_msg)``."""
+    out = _Blocks()
+    open_: dict[Any, _Open] = {}
+    report_ctx: dict[Any, dict[str, Any]] = {}
+
+    def start(key: Any, idx: int, state: str, block: str, **extra: Any) -> None:
+        open_[key] = _Open(state, idx, idx)
+        out.block[idx] = block
+        if extra:
+            out.extra[idx] = extra
+
+    def join(o: _Open, idx: int, state: str | None = None) -> None:
+        out.owner[idx] = o.head
+        o.last = idx
+        if state:
+            o.state = state
+
+    for idx, cls, msg, key, next_cls, next_msg in rows:
+        blank = not msg.strip()
+        o = open_.get(key)
+        if o is not None and idx - o.last > WINDOW:
+            del open_[key]
+            o = None
+        if o is not None:
+            s = o.state
+            if s == "tb":
+                if cls in ("tb_frame", "tb_body", "tb_head"):
+                    join(o, idx)
+                    continue
+                if cls == "tb_chain":
+                    join(o, idx, "tb_chain")
+                    continue
+                if cls is None and not blank and _EXC_LINE.match(msg):
+                    join(o, idx, "tb_exc")
+                    continue
+            elif s == "tb_exc":
+                if o.after_last_error and not blank:
+                    o.after_last_error = False
+                    join(o, idx)
+                    continue
+                if cls == "exc_cont":
+                    o.after_last_error = msg.startswith("Last error:")
+                    join(o, idx)
+                    continue
+                if cls == "tb_chain":
+                    join(o, idx, "tb_chain")
+                    continue
+                if blank and next_cls == "tb_chain":
+                    join(o, idx)
+                    continue
+                if cls == "rep_rule" and next_msg is not None and _FAILED.match(next_msg):
+                    report_ctx[key] = {"script": next_msg.split()[0]}
+                    join(o, idx, "report")
+                    continue
+            elif s == "tb_chain":
+                if blank and next_cls in ("tb_head", "tb_frame"):
+                    join(o, idx)
+                    continue
+                if cls in ("tb_head", "tb_frame"):
+                    join(o, idx, "tb")
+                    continue
+            elif s in ("report", "entry"):
+                if cls in ("rep_rule", "rep_line", "rep_field"):
+                    if cls == "rep_line" and msg.startswith("Root Cause"):
+                        report_ctx.setdefault(key, {})["root_next"] = True
+                    join(o, idx)
+                    continue
+            elif s == "cpp":
+                if cls in ("what", "cpp_frame", "cpp_raise", "exc_cont"):
+                    join(o, idx)
+                    continue
+                # a blank line, then the nested exception's stack (a cut excerpt's ``frame #5`` is not one)
+                if blank and (next_cls == "cpp_raise" or (next_cls == "cpp_frame" and next_msg.startswith("frame #0:"))):
+                    join(o, idx)
+                    continue
+            elif s == "chain":
+                if cls == "nccl_chain":
+                    join(o, idx)
+                    continue
+            elif s == "ras":
+                # table rows are indented (and may look like code lines of a traceback)
+                if cls in ("ras_body", "tb_body") or (not blank and msg[:1].isspace()) or (
+                    blank and next_cls in ("ras_body", "tb_body")
+                ):
+                    join(o, idx)
+                    continue
+            elif s == "assert":
+                site = _SITE.match(msg)
+                if cls == "assert" and site and site.group(1) == o.site:
+                    join(o, idx)
+                    continue
+            elif s == "dangle":
+                del open_[key]
+                if not blank and cls is None:
+                    join(o, idx)
+                    continue
+            elif s == "version":
+                if cls == "version_cont":
+                    join(o, idx)
+                    continue
+            open_.pop(key, None)
+        # a new record
+        if cls in ("tb_head", "tb_frame") or (cls == "tb_body" and next_cls == "tb_frame"):
+            start(key, idx, "tb", "tb")
+        elif cls == "tb_chain":
+            start(key, idx, "tb_chain", "tb")
+        elif cls in ("terminate", "cpp_frame", "cpp_raise"):
+            start(key, idx, "cpp", "cpp")
+        elif cls == "rep_line":
+            ctx = report_ctx.setdefault(key, {})
+            if msg.startswith("Root Cause"):
+                ctx["root_next"] = True
+            start(key, idx, "report", "report")
+        elif cls == "rep_rule" and next_msg is not None and _FAILED.match(next_msg):
+            report_ctx[key] = {"script": next_msg.split()[0]}
+            start(key, idx, "report", "report")
+        elif cls == "rep_entry" and next_cls == "rep_field":
+            ctx = report_ctx.setdefault(key, {})
+            start(key, idx, "entry", "entry", root_cause=bool(ctx.pop("root_next", False)),
+                  **({"script": ctx["script"]} if "script" in ctx else {}))  # fmt: skip
+        elif cls == "nccl_chain":
+            start(key, idx, "chain", "chain")
+        elif cls == "ras_head" and next_msg is not None and _RULE.match(next_msg) or cls == "ras_entry":
+            start(key, idx, "ras", "ras")
+        elif cls == "assert":
+            start(key, idx, "assert", "assert")
+            site = _SITE.match(msg)
+            open_[key].site = site.group(1) if site else None
+        elif cls == "dangle":
+            start(key, idx, "dangle", "dangle")
+        elif cls == "nccl_version":
+            start(key, idx, "version", "single")
+    return out
+
+
+def group_records(df: pl.DataFrame) -> pl.DataFrame:
+    """Add ``rec`` (the row of the record's first line), ``block`` and ``extra`` (JSON) to peeled lines."""
+    msg = pl.col("msg")
+    dangle = (msg.str.strip_chars() == "") & (pl.col("prefix") != "")
+    df = df.with_columns(cls=pl.when(dangle).then(pl.lit("dangle")).otherwise(_line_classes(msg)))
+    classed = pl.col("cls").is_not_null()
+    near = classed.cast(pl.Int8).rolling_max(window_size=WINDOW + 1, min_samples=1)
+    blank = msg.str.strip_chars() == ""
+    # the class and text of the next non-blank line (blank lines between chained exceptions, RAS sections)
+    following = pl.when(~blank).then(pl.col("cls").fill_null("")).shift(-1).backward_fill()
+    next_cls = pl.when(following != "").then(following)
+    nxt = df.with_row_index("row").with_columns(
+        visit=(near > 0) | (near.shift(-1) > 0).fill_null(False), next_cls=next_cls,
+        next_msg=msg.shift(-1),
+        key=pl.concat_str(pl.col("host").fill_null(""), pl.col("rank").cast(pl.String).fill_null(""),
+                          pl.col("local_rank").cast(pl.String).fill_null(""), pl.col("pid").cast(pl.String).fill_null(""),
+                          pl.col("tid").cast(pl.String).fill_null(""), separator="|"),
+    )  # fmt: skip
+    visited = nxt.filter(pl.col("visit")).select("row", "cls", "msg", "key", "next_cls", "next_msg")
+    blocks = _split_records(visited.iter_rows()) if visited.height else _Blocks()
+    n = df.height
+    rec = pl.int_range(0, n, dtype=pl.Int64, eager=True)
+    if blocks.owner:
+        rec = rec.scatter(list(blocks.owner), list(blocks.owner.values()))
+    block = envelope.scatter(pl.Series("block", list(blocks.block.values()), dtype=pl.String),
+                             pl.Series(list(blocks.block), dtype=pl.Int64), n)  # fmt: skip
+    extra = envelope.scatter(pl.Series("extra", [json.dumps(v) for v in blocks.extra.values()], dtype=pl.String),
+                             pl.Series(list(blocks.extra), dtype=pl.Int64), n)  # fmt: skip
+    return df.with_columns(rec=rec, block=block.fill_null("single"), extra=extra).drop("cls")
+
+
+# ---------------------------------------------------------------------------------------- metrics
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:[Nn]a[Nn]|NAN|[Ii]nf(?:inity)?|INF)"
+
+
+@dataclass(frozen=True)
+class _Style:
+    name: str
+    anchor: str
+    step: str
+    pairs: str
+
+
+@cache
+def _metric_rules() -> tuple[tuple[_Style, ...], list[str], dict[str, str], dict[str, float]]:
+    data = _data("train_metrics.toml")
+    styles = tuple(_Style(s["name"], s["anchor"], s["step"], s["pairs"].replace("{NUM}", _NUM)) for s in data["style"])
+    return styles, data["units"], data["alias"], data["scale"]
+
+
+def _style_expr(msg: pl.Expr) -> pl.Expr:
+    expr: Any = pl
+    for style in _metric_rules()[0]:
+        expr = expr.when(msg.str.contains(style.anchor)).then(pl.lit(style.name))
+    return expr.otherwise(pl.lit(None, pl.String))
+
+
+#: Keys that number the step rather than measure it.
+_STEP_KEYS = ("iter", "iteration", "step", "global_step")
+
+
+def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step lines (``rec``, ``style``, ``msg``) → their steps (``rec``, ``step``) and their metrics
+    (``rec``, ``step``, ``name``, ``value``: one row per metric)."""
+    styles, units, alias, scale = _metric_rules()
+    frames = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64, "key": pl.String, "value": pl.String, "unit": pl.String})]
+    numbered = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64})]
+    for style in styles:
+        part = steps.filter(pl.col("style") == style.name)
+        if not part.height:
+            continue
+        part = part.select("rec", "msg", step=pl.col("msg").str.extract(style.step, 1).cast(pl.Int64, strict=False))
+        numbered.append(part.select("rec", "step"))
+        pairs = (
+            part.select("rec", "step", pair=pl.col("msg").str.extract_all(style.pairs))
+            .explode("pair").drop_nulls("pair")
+            .with_columns(pl.col("pair").str.extract_groups(style.pairs).alias("g")).unnest("g").drop("pair")
+        )  # fmt: skip
+        frames.append(pairs.select("rec", "step", "key", "value", "unit"))
+    found = pl.concat(frames)
+    key = found.get_column("key").str.strip_chars().str.to_lowercase().str.replace_all(r"\s+", " ")
+    name = key.replace(alias).replace(dict(zip([k.replace(" ", "_") for k in alias], alias.values(), strict=True)))
+    metrics = found.with_columns(name=name.str.replace_all(r"[\s-]+", "_")).filter(
+        pl.col("unit").fill_null("").is_in(units) & ~pl.col("name").is_in(_STEP_KEYS)
+    ).select(
+        "rec", "step", "name",
+        value=pl.col("value").cast(pl.Float64, strict=False)
+        * pl.col("unit").fill_null("").replace_strict(scale, default=1.0, return_dtype=pl.Float64),
+    )  # fmt: skip
+    return pl.concat(numbered), metrics
+
+
+_LOSS = r"(?:^|_)loss$|^loss(?:_|$)"
+_GRAD = r"grad(?:ient)?_norm"
+
+
+# ---------------------------------------------------------------------------------------- assemble
+
+
+@dataclass
+class _Carry:
+    """What a chunk leaves to the next: the year, the rank map, non-finite states, step times."""
+
+    year: int | None = None
+    lines: int = 0
+    rows: int = 0
+    comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
+    bad: dict[tuple[str, str, str], tuple[bool, int | None]] = field(default_factory=dict)
+    steps: list[pl.DataFrame] = field(default_factory=list)
+    last_ts: Any = None
+    errors: list[pl.DataFrame] = field(default_factory=list)
+    records: int = 0
+    unparsed: int = 0
+    first_error: str | None = None
+    bad_utf8: int = 0
+
+
+def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | None, source: str,
+           year: int | None, timezone: str | None, on_error: str, full: bool) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+    lines, bad_utf8 = split_lines(data)
+    carry.bad_utf8 += bad_utf8
+    offset_lines, offset_rows = carry.lines, carry.rows
+    carry.lines += lines.len()
+    if not lines.len():
+        return events_table([]), METRICS.empty_table()
+    df = prefix.peel(prefix.lines_frame(lines)).with_columns(pl.col("i").cast(pl.Int64) + offset_lines)
+    carry.rows += df.height
+    if year is None and carry.year is None:
+        carry.year = df.select(pl.col("stamp").str.slice(0, 4).cast(pl.Int32, strict=False).min()).item()
+    file_year = year if year is not None else carry.year
+    df = df.with_columns(stamp=pl.coalesce(
+        "stamp", pl.concat_str(pl.lit(str(file_year) if file_year else None, pl.String), pl.lit("-"), "yearless_stamp")))
+    # Kernel lines pasted into the job's output go to the kernel pipeline.
+    job_anchor = "|".join(f.prefilter() for f in FAMILIES)
+    kernelish = (
+        (
+            ((pl.col("wrapped").str.contains(_KERNEL_STAMP) | pl.col("msg").str.contains(r"^\s*(?:NVRM|kernel): "))
+             & pl.col("logger").is_null())
+            | pl.col("wrapped").str.contains(_DMESG_ISO)
+        )
+        & ~pl.col("msg").str.contains(job_anchor)
+    )  # fmt: skip
+    # indented unstamped lines under a kernel line are its continuation
+    indented = pl.col("msg").str.contains(r"^\s+\S")
+    df = df.with_columns(kernelish=kernelish).with_columns(
+        kernelish=pl.col("kernelish") | (indented & pl.col("kernelish").first().over((~indented).cum_sum()))
+    )
+    kernel_rows = df.filter("kernelish")
+    df = group_records(df.filter(~pl.col("kernelish")).drop("kernelish"))
+    events, metrics = _job_events(df, carry, file=file, incident=incident, host=host, source=source,
+                                  timezone=timezone, on_error=on_error, full=full, offset_rows=offset_rows)  # fmt: skip
+    if kernel_rows.height:
+        events = pa.concat_tables([events, _kernel_events(kernel_rows, carry, file=file, incident=incident, host=host,
+                                                          year=file_year, timezone=timezone, on_error=on_error, full=full)])  # fmt: skip
+    return events, metrics
+
+
+def _kernel_events(rows: pl.DataFrame, carry: _Carry, **options: Any) -> pa.Table:
+    text = "\n".join(rows.get_column("wrapped").to_list()).encode("utf-8", "surrogatepass")
+    result = kernel.parse(text, **options)
+    carry.records += result.records
+    carry.unparsed += result.unparsed
+    lines = rows.get_column("i")
+    out = pl.from_arrow(result.events)
+    assert isinstance(out, pl.DataFrame)
+    out = out.with_columns(line=lines.gather(pl.Series(out.get_column("line") - 1)) + 1)
+    return events_table(out)
+
+
+def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, host: str | None, source: str,
+                timezone: str | None, on_error: str, full: bool, offset_rows: int) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+    head = pl.col("rec") == pl.int_range(pl.len())
+    df = df.with_columns(is_head=head)
+    multi = df.filter(~pl.col("is_head")).get_column("rec").unique()
+    heads = df.filter("is_head")
+    if multi.len():
+        pieces = df.filter(pl.col("rec").is_in(multi.implode()))
+        joined_text = pieces.group_by("rec", maintain_order=True).agg(
+            message=pl.col("msg").str.join("\n"), n_lines=pl.len()
+        )
+        heads = heads.join(joined_text, on="rec", how="left").with_columns(
+            message=pl.coalesce("message", "msg"), n_lines=pl.col("n_lines").fill_null(1)
+        )
+    else:
+        heads = heads.with_columns(message=pl.col("msg"), n_lines=pl.lit(1, pl.UInt32))
+    ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
+    # A logger prefix alone on its line says its message on the next one (DeepSpeed fused_optimizer):
+    # the families read the record from its first line with text.
+    heads = heads.with_columns(text=pl.col("message").str.strip_chars_start("\n"))
+    first = pl.col("text").str.split("\n").list.first()
+    flag_re = "|".join(f.prefilter() for f in FAMILIES)
+    heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
+        flag=pl.lit(True) if full else first.str.contains(flag_re),
+        style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"))),
+    ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
+    carry.records += heads.height
+    found = _parse_flagged(heads.filter("flag"), carry, file=file, on_error=on_error, full=full)
+    # step lines → metrics, and non-finite onsets
+    steps = heads.filter(pl.col("style").is_not_null()).select("rec", "style", "msg", "i", "host", "rank", "ts")
+    numbered, metrics = read_metrics(steps.select("rec", "style", "msg"))
+    step_kind = _step_kinds(steps, numbered, metrics, carry)
+    out = _rows(heads, found, step_kind, file=file, incident=incident, host=host, source=source)
+    out = _fill_ranks(out, carry)
+    out = _link_asserts(out)
+    metric_rows = metrics.join(steps.select("rec", "i", "host", "rank", "ts"), on="rec").select(
+        incident=pl.lit(incident), host=short_host(pl.coalesce("host", pl.lit(host, pl.String))), rank="rank",
+        file=pl.lit(file), line=pl.col("i") + 1, ts="ts", step="step", name="name", value="value",
+    ).sort("line", maintain_order=True)
+    carry.steps.append(steps.join(numbered, on="rec", how="left").select("i", "host", "rank", "ts", "step").drop_nulls("ts"))
+    carry.errors.append(out.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("ts").is_not_null())
+                        .select("line", "ts"))  # fmt: skip
+    last = heads.get_column("ts").drop_nulls()
+    if last.len():
+        carry.last_ts = last.max() if carry.last_ts is None else max(carry.last_ts, last.max())
+    return events_table(out), metric_rows.to_arrow().cast(METRICS)
+
+
+def _parse_flagged(flagged: pl.DataFrame, carry: _Carry, *, file: str, on_error: str, full: bool) -> dict[int, dict[str, Any]]:
+    found: dict[int, dict[str, Any]] = {}
+    memo: dict[tuple[str, str], tuple[dict[str, Any] | None, str | None, str | None]] = {}
+    for rec, i, text, block, extra in flagged.select("rec", "i", "text", "block", "extra").iter_rows():
+        if (text, block) not in memo:
+            memo[(text, block)] = parse_record(text, block=block, full=full)
+        fields, error, fam_source = memo[(text, block)]
+        if fields is None and error is None:
+            continue
+        if fields is None:
+            carry.unparsed += 1
+            if on_error == "raise":
+                raise ParseError(file, i + 1, error or "")
+            carry.first_error = carry.first_error or f"line {i + 1}: {error}"
+            fields, fam_source = row("unparsed", "warning", error=error), None
+        fields = {**fields, "detail": dict(fields["detail"]), "source": fam_source}
+        if extra:
+            fields["detail"].update(json.loads(extra))
+        found[rec] = fields
+    return found
+
+
+def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
+    """``rec``, ``kind``, ``code`` and ``detail`` of every step line: ``train.step``, or the onset of a
+    non-finite loss (``train.loss_nonfinite``) or gradient (``train.grad_nonfinite``)."""
+    nonfinite = pl.col("value").is_nan() | pl.col("value").is_infinite()
+    per_line = metrics.group_by("rec").agg(
+        loss_bad=((pl.col("name").str.contains(_LOSS) & nonfinite) | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).any(),
+        grad_bad=(pl.col("name").str.contains(_GRAD) & nonfinite).any(),
+        bad_name=pl.col("name").filter(nonfinite | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).first(),
+        bad_value=pl.col("value").filter(nonfinite | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).first(),
+    )  # fmt: skip
+    lines = (
+        steps.select("rec", "host", "rank", "style").join(numbered, on="rec", how="left")
+        .join(per_line, on="rec", how="left").sort("rec")
+    )  # fmt: skip
+    kinds: list[tuple[int, str, int | None, dict[str, Any]]] = []
+    for rec, host, rank, style, step, loss_bad, grad_bad, name, value in lines.iter_rows():
+        stream = (host or "", str(rank), style)
+        was_bad, last_good = carry.bad.get(stream, (False, None))
+        bad = bool(loss_bad or grad_bad)
+        detail: dict[str, Any] = {"style": style, "step": step}
+        kind = "train.step"
+        if bad and not was_bad:
+            kind = "train.loss_nonfinite" if loss_bad else "train.grad_nonfinite"
+            value_text = "nan" if value is not None and value != value else (str(value) if value is not None else None)
+            detail.update(metric=name, value=value_text, last_finite_step=last_good)
+            if loss_bad and grad_bad:
+                detail["also"] = "train.grad_nonfinite"
+        carry.bad[stream] = (bad, last_good if bad else step)
+        kinds.append((rec, kind, step if kind != "train.step" else None, detail))
+    return pl.DataFrame(kinds, schema={"rec": pl.Int64, "kind": pl.String, "code": pl.Int64, "detail": pl.Object}, orient="row")
+
+
+def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.DataFrame, *, file: str,
+          incident: str, host: str | None, source: str) -> pl.DataFrame:  # fmt: skip
+    recs = list(found)
+    f = [found[r] for r in recs]
+    fam = pl.DataFrame({
+        "rec": pl.Series(recs, dtype=pl.Int64),
+        "f_kind": pl.Series([x["kind"] for x in f], dtype=pl.String),
+        "f_severity": pl.Series([x["severity"] for x in f], dtype=pl.String),
+        "f_gpu": pl.Series([x.get("gpu") for x in f], dtype=pl.String),
+        "f_pid": pl.Series([x.get("pid") for x in f], dtype=pl.Int64),
+        "f_code": pl.Series([x.get("code") for x in f], dtype=pl.Int64),
+        "f_rank": pl.Series([x.get("rank") for x in f], dtype=pl.Int32),
+        "f_host": pl.Series([x.get("host") for x in f], dtype=pl.String),
+        "f_stamp": pl.Series([x.get("stamp") for x in f], dtype=pl.String),
+        "f_source": pl.Series([x.get("source") for x in f], dtype=pl.String),
+        "f_detail": pl.Series([x["detail"] for x in f], dtype=pl.Object),
+    })  # fmt: skip
+    steps = step_kind.select("rec", s_kind="kind", s_code="code", s_detail="detail")
+    df = heads.join(fam, on="rec", how="left").join(steps, on="rec", how="left")
+    # A family that printed its own time (a torchrun report entry) is dated by it.
+    f_ts, f_from = envelope.to_utc(pl.col("f_stamp"), pl.lit("iso"), year=None, timezone=None)
+    df = df.with_columns(ts=pl.coalesce("ts", f_ts), ts_from=pl.coalesce("ts_from", pl.when(pl.col("f_stamp").is_not_null()).then(f_from)))
+    envelope_detail = ("ts_from", "where", "local_rank", "cuda_dev", "tid")
+    details: list[str] = []
+    for fam_detail, step_detail, *env in df.select(
+        "f_detail", "s_detail", *envelope_detail, "yearless_stamp", "stamp", "ts"
+    ).iter_rows():
+        yearless, stamp, ts_value = env[-3], env[-2], env[-1]
+        detail = dict(fam_detail) if fam_detail is not None else dict(step_detail) if step_detail is not None else None
+        if detail is None:
+            details.append("")  # filled below, vectorized
+            continue
+        for key, value in zip(envelope_detail, env[:-3], strict=True):
+            if value is not None and key not in detail:
+                detail[key] = value
+        if ts_value is None and (stamp or yearless) is not None:
+            detail["stamp"] = stamp or yearless
+        details.append(json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False, default=str))
+    by_logger = (
+        pl.when(pl.col("logger") == "nccl").then(pl.lit("nccl"))
+        .when((pl.col("logger") == "glog") & pl.col("where").str.contains(r"ProcessGroup|torch|c10")).then(pl.lit("torch"))
+    )  # fmt: skip
+    other_detail = pl.struct(
+        template=template_expr(pl.col("message")),
+        ts_from=pl.col("ts_from"),
+        stamp=pl.when(pl.col("ts").is_null()).then(pl.coalesce("stamp", "yearless_stamp")),
+        where=pl.col("where"),
+    ).struct.json_encode().str.replace_all(r',?"\w+":null', "").str.replace(r"^\{,", "{")
+    return df.with_columns(f_detail_text=pl.Series(details, dtype=pl.String)).select(
+        incident=pl.lit(incident, pl.String),
+        host=short_host(pl.coalesce("f_host", "host", pl.lit(host, pl.String))),
+        source=pl.coalesce(
+            "f_source", pl.when(pl.col("s_kind").is_not_null()).then(pl.lit("trainlog")), by_logger, pl.lit(source)
+        ),
+        file=pl.lit(file, pl.String),
+        line=(pl.col("i") + 1).cast(pl.Int64),
+        ts=pl.col("ts"),
+        uptime_s=pl.lit(None, pl.Float64),
+        kind=pl.coalesce("f_kind", "s_kind", pl.lit("other")),
+        severity=pl.coalesce("f_severity", pl.when(pl.col("s_kind").is_not_null() & (pl.col("s_kind") != "train.step")).then(pl.lit("error")),
+                             pl.when(pl.col("s_kind").is_not_null()).then(pl.lit("debug")), "level", pl.lit("info")),
+        gpu=pl.col("f_gpu"),
+        rank=pl.coalesce("f_rank", "rank"),
+        pid=pl.coalesce("f_pid", "pid"),
+        code=pl.coalesce("f_code", "s_code"),
+        message=pl.col("message"),
+        detail=pl.when(pl.col("f_detail_text") != "").then(pl.col("f_detail_text")).otherwise(other_detail),
+        cuda_dev=pl.col("cuda_dev"),
+        seq=pl.col("rec"),
+    )  # fmt: skip
+
+
+def _fill_ranks(out: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
+    """NCCL lines name no rank: take it (and the GPU) from the communicator init of the same process and
+    device, the one with the most ranks (the world, not a sub-communicator)."""
+    inits = out.filter((pl.col("kind") == "nccl.init") & pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
+    for host, pid, dev, rank, gpu, detail in inits.select("host", "pid", "cuda_dev", "rank", "gpu", "detail").iter_rows():
+        info = json.loads(detail)
+        dev = dev if dev is not None else info.get("cuda_dev")
+        if dev is None:
+            continue
+        nranks = info.get("nranks") or 0
+        key = (host or "", int(pid), int(dev))
+        if key not in carry.comm or nranks >= carry.comm[key][2]:  # type: ignore[misc]
+            carry.comm[key] = (rank, gpu, nranks)  # type: ignore[assignment]
+    if not carry.comm:
+        return out.drop("cuda_dev")
+    table = pl.DataFrame(
+        [(h, p, d, r, g) for (h, p, d), (r, g, *_) in carry.comm.items()],
+        schema={"m_host": pl.String, "pid": pl.Int64, "cuda_dev": pl.Int32, "m_rank": pl.Int32, "m_gpu": pl.String},
+        orient="row",
+    )
+    nccl = pl.col("source") == "nccl"
+    return (
+        out.with_columns(m_host_key=pl.col("host").fill_null(""))
+        .join(table, left_on=["m_host_key", "pid", "cuda_dev"], right_on=["m_host", "pid", "cuda_dev"], how="left")
+        .with_columns(rank=pl.when(nccl).then(pl.coalesce("rank", "m_rank")).otherwise("rank"),
+                      gpu=pl.when(nccl).then(pl.coalesce("gpu", "m_gpu")).otherwise("gpu"))
+        .drop("m_host_key", "m_rank", "m_gpu", "cuda_dev")
+    )  # fmt: skip
+
+
+def _link_asserts(out: pl.DataFrame) -> pl.DataFrame:
+    """A device-side assert error (a traceback, a what()) gets the kernel's assertion text and site from
+    the nearest assert line of the same host and rank, printed before or after it."""
+    kinds = out.get_column("kind")
+    if not (kinds == "cuda.device_assert").any():
+        return out
+    rows = out.with_row_index("row").filter(pl.col("kind") == "cuda.device_assert")
+    sites = [(r, h, k, json.loads(d)) for r, h, k, d in rows.select("row", "host", "rank", "detail").iter_rows()]
+    asserts = [s for s in sites if "assert" in s[3]]
+    if not asserts:
+        return out
+    details = out.get_column("detail").to_list()
+    for r, h, k, d in sites:
+        if "assert" in d:
+            continue
+        near = min(asserts, key=lambda a: (a[1] != h, a[2] is not None and k is not None and a[2] != k, abs(a[0] - r)))
+        d.update({key: near[3][key] for key in ("assert", "where", "kernel") if key in near[3]})
+        d["assert_line"] = int(out.get_column("line")[near[0]])
+        details[r] = json.dumps(d, ensure_ascii=False)
+    return out.with_columns(detail=pl.Series(details, dtype=pl.String))
+
+
+def _stalls(carry: _Carry, *, file: str, incident: str, host: str | None) -> pa.Table:
+    """``train.stall`` rows (derived): step lines stopped for far longer than the run's usual interval
+    before the log ended or an error was printed."""
+    if not carry.steps:
+        return events_table([])
+    steps = pl.concat(carry.steps)
+    errors = pl.concat(carry.errors) if carry.errors else pl.DataFrame(schema={"line": pl.Int64, "ts": steps.schema["ts"]})
+    found: list[dict[str, Any]] = []
+    for (stream_host, stream_rank), part in steps.group_by(["host", "rank"], maintain_order=True):
+        part = part.sort("i")
+        if part.height < 3:
+            continue
+        gaps = part.get_column("ts").diff().dt.total_microseconds().drop_nulls() / 1e6
+        usual = float(gaps.filter(gaps > 0).median() or 0.0)
+        last = part.row(-1, named=True)
+        after = errors.filter(pl.col("line") > last["i"] + 1).sort("line").head(1)
+        end_ts, until = (after.get_column("ts")[0], f"error at line {after.get_column('line')[0]}") if after.height else (carry.last_ts, "end of log")
+        if end_ts is None or usual <= 0:
+            continue
+        gap = (end_ts - last["ts"]).total_seconds()
+        if gap < max(STALL_FACTOR * usual, STALL_MIN_S):
+            continue
+        found.append({
+            "incident": incident, "host": stream_host or host, "source": "trainlog", "file": file, "line": last["i"] + 1,
+            "ts": last["ts"], "uptime_s": None, "kind": "train.stall", "severity": "warning", "gpu": None,
+            "rank": stream_rank, "pid": None, "code": last["step"],
+            "message": f"no step line for {gap:.0f} s after step {last['step']} (usual interval {usual:.3g} s) until {until}",
+            "detail": json.dumps({"derived": True, "gap_s": round(gap, 3), "usual_interval_s": round(usual, 6),
+                                  "last_step": last["step"], "until": until}),
+        })  # fmt: skip
+    return events_table(found)
+
+
+# ---------------------------------------------------------------------------------------- chunks
+
+_MARKER = re.compile(
+    rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
+    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|={6,}|-{6,}|Job summary|Communicators|^Errors|^Warnings"
+    rb"|block: \[|^\s|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Last error|nccl\w+Error"
+    rb"|CUDA runtime version|NCCL version|\]\s*$|^$|\r"
+)
+
+
+def _cut(buf: bytes) -> int | None:
+    """Where to end a chunk of ``buf``: after a line with ``WINDOW + 1`` lines before it that no block
+    can start, continue or end on (so no record spans the cut). None when there is none."""
+    tail_start = max(0, len(buf) - 4 * 1024 * 1024)
+    tail_start = buf.rfind(b"\n", 0, tail_start) + 1 if tail_start else 0
+    ends = [m.start() for m in re.finditer(rb"\n", buf[tail_start:])]
+    clean = 0
+    starts = [0, *(e + 1 for e in ends)]
+    for k in range(len(ends) - 1, -1, -1):
+        line = buf[tail_start + starts[k]: tail_start + ends[k]]
+        clean = clean + 1 if not _MARKER.search(line) else 0
+        if clean >= WINDOW + 2:
+            return tail_start + ends[k + WINDOW + 1] + 1 if k + WINDOW + 1 < len(ends) else len(buf)
+    return None
+
+
+def iter_chunks(read: Any, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """Chunks of whole lines from ``read(n)``, each cut where no record spans (see :func:`_cut`); a
+    chunk with no such place grows, up to ``MAX_GROWTH`` times ``size``, and is then cut at a line end."""
+    pending = b""
+    while True:
+        block = read(size)
+        if not block:
+            break
+        buf = pending + block
+        end = buf.rfind(b"\n") + 1
+        if not end:
+            pending = buf
+            continue
+        cut = _cut(buf[:end])
+        if cut is None:
+            if len(buf) < MAX_GROWTH * size:
+                pending = buf
+                continue
+            cut = end
+        yield buf[:cut]
+        pending = buf[cut:]
+    if pending:
+        yield pending
+
+
+def iter_parse(read: Any, *, file: str, incident: str = "", host: str | None = None, source: str = "trainlog",
+               year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+               full: bool = False, chunk_bytes: int = CHUNK_BYTES) -> Iterator[SourceResult]:  # fmt: skip
+    """Parse a job log read by ``read(n)``, yielding one result per chunk; the last carries the file's
+    counts and any ``train.stall`` rows."""
+    carry = _Carry()
+    options = dict(file=file, incident=incident, host=host, source=source, year=year, timezone=timezone,
+                   on_error=on_error, full=full)  # fmt: skip
+    for data in iter_chunks(read, chunk_bytes):
+        events, metrics = _chunk(data, carry, **options)  # type: ignore[arg-type]
+        yield SourceResult(_ordered(events), lines=0, records=0, unparsed=0, error=None, metrics=metrics)
+    note = None
+    if carry.unparsed and on_error == "warn":
+        note = f"{carry.unparsed} unparsed record(s); first at {carry.first_error}"
+    yield SourceResult(_stalls(carry, file=file, incident=incident, host=host), lines=carry.lines,
+                       records=carry.records, unparsed=carry.unparsed, error=note,
+                       invalid_utf8_lines=carry.bad_utf8, metrics=METRICS.empty_table())  # fmt: skip
+
+
+def _ordered(events: pa.Table) -> pa.Table:
+    return events.sort_by([("line", "ascending")]) if events.num_rows else events
+
+
+def parse(data: bytes, *, source: str = "trainlog", **options: Any) -> SourceResult:
+    """Parse a whole job log (in chunks, see :func:`iter_parse`) into one result."""
+    view = memoryview(data)
+    position = 0
+
+    def read(n: int) -> bytes:
+        nonlocal position
+        piece = bytes(view[position: position + n])
+        position += len(piece)
+        return piece
+
+    parts = list(iter_parse(read, source=source, **options))
+    last = parts[-1]
+    events = pa.concat_tables([p.events for p in parts])
+    metrics = pa.concat_tables([p.metrics for p in parts if p.metrics is not None])
+    return SourceResult(_ordered(events), lines=last.lines, records=last.records, unparsed=last.unparsed,
+                        error=last.error, invalid_utf8_lines=last.invalid_utf8_lines, metrics=metrics)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- sniff
+
+_SNIFF = {
+    "nccl": r"^NCCL (?:INFO|WARN|TRACE|CALL) |^(?:NCCL INFO )?NCCL version \d|^#\s+Rank\s+\d+ |^Job summary\s*$",
+    "torch": r"ProcessGroupNCCL|^Traceback \(most recent call last\)|^\s+File \"|torch\.|CUDA error|^frame #\d+: "
+             r"|ChildFailedError|exitcode\s*: -?\d|Root Cause \(first observed failure\)|<NO_OTHER_FAILURES>"
+             r"|Assertion .* failed|^terminate called|Watchdog caught|Heartbeat monitor",
+}
+
+
+@cache
+def sniff_scores(head: str) -> dict[str, float]:
+    """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
+    trainer (step lines and trainer messages), after launcher and logger prefixes."""
+    lines = head.splitlines()[:400]
+    if not lines:
+        return {"nccl": 0.0, "torch": 0.0, "trainlog": 0.0}
+    df = prefix.peel(prefix.lines_frame(pl.Series(lines, dtype=pl.String)))
+    msg = pl.col("msg")
+    trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg).is_not_null()
+    shares = df.select(
+        nccl=(msg.str.contains(_SNIFF["nccl"]) | (pl.col("logger") == "nccl")).mean(),
+        torch=msg.str.contains(_SNIFF["torch"]).mean(),
+        trainlog=trainer.mean(),
+    ).row(0, named=True)
+    return {name: min(1.0, 3.0 * float(share or 0.0)) for name, share in shares.items()}

@@ -1,0 +1,223 @@
+"""Job-output lines: what a terminal showed, and the launcher and logger prefixes in front of a message.
+
+The stdout/stderr of a training job is printed through layers, each of which may put something in front
+of a line. This module peels them, for all lines at once in Polars, and keeps what they say:
+
+==========================  ==============================================================  ===========
+layer                       example                                                         gives
+==========================  ==============================================================  ===========
+ANSI colour codes           ``\\x1b[31mERROR\\x1b[0m``                                         (removed)
+carriage returns            ``\\r 10%|█| 1/10\\r 20%|██| 2/10`` (one segment per redraw)      segments
+text glued after a bar      ``…| 1/500 [12:44<…, loss=0.36]n124:31:32 [0] NCCL INFO …``       segments
+markdown quotes             ``> 2023-03-22 09:30:39 iter 2920: …`` (most lines quoted)        (removed)
+OpenMPI ``--tag-output``    ``[1,0]<stdout>:``                                              rank
+``mpirun -l`` / line no.    ``[155] `` (a rank, or a log viewer's line number: decided       rank
+                            per file by whether the numbers count up line by line)
+torchrun                    ``[rank3]:`` (global rank), ``[default0]:`` (role, local rank)  rank
+Ray                         ``(RayWorker pid=7046)``, ``(pid=7046, ip=10.0.0.1)``            pid, host
+pdsh                        ``10.0.87.143: `` (also doubled), ``gpu-node-7: ``              host
+c10 / glog                  ``[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607]``,         level, time
+                            ``[E ProcessGroupNCCL.cpp:737]``, ``E0318 13:21:42.765000 224
+                            torch/…/api.py:833]``
+vLLM                        ``ERROR 04-15 00:31:11 worker_base.py:574]``                    level, time
+Python logging              ``[2024-01-04 11:43:42,166] INFO:``, ``[…] [INFO] [file.py:3:f]``,  level, time
+                            ``2019-04-20 17:25:55,002 name INFO:``, ``ERROR:name:``,
+                            ``10/30 22:18:02 - mmengine - INFO -``, loguru ``… | INFO | m:f:1 -``
+NCCL                        ``host:pid:tid [cudaDev] `` (with ``[%F %T] `` when stamped)      host, pid
+==========================  ==============================================================  ===========
+
+Launcher layers repeat and nest (``[80746] [rank0]:[E321 …]``, ``10.0.87.143: 10.0.87.143: ``); they
+are peeled round by round until none is left, the outermost saying the host and the innermost the
+logger. Times without a year (glog, vLLM, mmengine) take the year from the caller or from the file.
+
+>>> df = lines_frame(pl.Series(["[rank3]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog"]))
+>>> row = peel(df).row(0, named=True)
+>>> row["rank"], row["level"], row["stamp"], row["yearless_stamp"], row["msg"]
+(3, 'error', None, '03-21T02:07:08.408271257', '[Rank 3] Watchdog')
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: Levels as loggers spell them → the severities of the events table.
+LEVELS = {
+    "E": "error", "W": "warning", "I": "info", "F": "critical", "D": "debug",
+    "DEBUG": "debug", "INFO": "info", "NOTICE": "notice", "WARN": "warning", "WARNING": "warning",
+    "ERROR": "error", "CRITICAL": "critical", "FATAL": "critical", "TRACE": "debug", "SUCCESS": "info",
+}  # fmt: skip
+_LVL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS"
+_HMS = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
+_WHERE = r"[\w./\\-]+:\d+"
+
+#: Launcher prefixes; one is peeled per round (Rust regex alternation is leftmost-first).
+WRAPPERS = (
+    r"^(?:"
+    r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?)"
+    r"|(?P<num>\[(?P<num_n>\d+)\] )"
+    r"|(?P<rk>\[rank(?P<rk_n>\d+)\]: ?)"
+    r"|(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)\]: ?)"
+    r"|(?P<ray>\((?:(?P<ray_actor>[\w.:-]+) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[\d.]+))?\) ?)"
+    r"|(?P<pdsh>(?P<pdsh_host>\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*): )"
+    r")"
+)
+
+#: Logger prefixes (one per line, after the launcher prefixes).
+LOGGERS = (
+    r"^(?:"
+    rf"(?P<nccl>(?:\[(?P<n_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<n_hms>{_HMS})\] )?(?P<n_host>[^\s:\[\]]+):(?P<n_pid>\d+):(?P<n_tid>\d+) \[(?P<n_dev>\d+)\] )"
+    rf"|(?P<c10>\[(?P<c_lvl>[EWIF])(?:(?P<c_md>\d{{3,4}}) (?P<c_hms>{_HMS}) ?)? ?(?:\d+ )?(?P<c_where>{_WHERE})\] ?)"
+    rf"|(?P<glog>(?P<g_lvl>[EWIF])(?P<g_md>\d{{3,4}}) (?P<g_hms>{_HMS}) +\d+ (?P<g_where>{_WHERE})\] )"
+    rf"|(?P<vllm>(?P<v_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<v_md>\d\d-\d\d) (?P<v_hms>{_HMS}) \[?(?P<v_where>{_WHERE})\] )"
+    rf"|(?P<brk>\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)"
+    rf"|(?P<loguru>(?P<l_ymd>\d{{4}}-\d\d-\d\d) (?P<l_hms>{_HMS}) \| (?P<l_lvl>{_LVL}) *\| (?P<l_where>\S+) - )"
+    rf"|(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)"
+    rf"|(?P<mm>(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )"
+    rf"|(?P<plain>(?P<p_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)"
+    r")"
+)
+
+#: Most rounds a line can take before its message (nested launchers).
+MAX_ROUNDS = 4
+#: Share of non-empty lines that must carry a host-name (not IP) pdsh prefix for it to be believed.
+PDSH_SHARE = 0.3
+
+_ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]"
+#: A tqdm / Lightning / rich progress bar up to its ``[elapsed<remaining, rate, postfix]``.
+PROGRESS_BAR = r"^(?P<bar>.*?\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\])(?P<rest>\S.*)$"
+
+
+def lines_frame(lines: pl.Series) -> pl.DataFrame:
+    """Physical lines → logical lines: ``i`` (the physical line, from 0) and ``text`` (ANSI removed),
+    one row per carriage-return segment and per text glued after a progress bar."""
+    df = pl.DataFrame({"text": lines.alias("text")}).with_row_index("i")
+    text = pl.col("text")
+    df = df.with_columns(
+        pl.when(text.str.contains("\x1b", literal=True)).then(text.str.replace_all(_ANSI, "")).otherwise(text).alias("text")
+    )
+    if df.select(text.str.contains("\r", literal=True).any()).item():
+        segments = text.str.split("\r").list.eval(pl.element().filter(pl.element() != ""))
+        df = df.with_columns(
+            pl.when(segments.list.len() == 0).then(pl.lit([""], pl.List(pl.String))).otherwise(segments).alias("text")
+        ).explode("text")
+    glued = text.str.contains("%|", literal=True) & text.str.contains(PROGRESS_BAR)
+    if df.select(glued.any()).item():
+        parts = text.str.extract_groups(PROGRESS_BAR)
+        df = df.with_columns(
+            pl.when(glued).then(pl.concat_list(parts.struct.field("bar"), parts.struct.field("rest")))
+            .otherwise(pl.concat_list(text)).alias("text")
+        ).explode("text")  # fmt: skip
+    return df
+
+
+def peel(df: pl.DataFrame) -> pl.DataFrame:
+    """Peel the prefixes of ``df.text``: adds ``msg`` (the message), ``prefix`` (what was peeled),
+    ``host``, ``rank``, ``local_rank``, ``pid``, ``tid``, ``cuda_dev``, ``level``, ``where``,
+    ``logger`` (``nccl``, ``glog``, ``vllm``, ``python`` or null), ``stamp`` (ISO, no zone unless printed)
+    and ``yearless_stamp`` (``MM-DDThh:mm:ss``, for the caller to date), ``wrapped`` (the line after the
+    launcher prefixes only)."""
+    df = _unquote(df)
+    n = df.height
+    state = df.with_columns(
+        msg=pl.col("text"),
+        host=pl.lit(None, pl.String), rank=pl.lit(None, pl.Int32), local_rank=pl.lit(None, pl.Int32),
+        pid=pl.lit(None, pl.Int64), counter=pl.lit(None, pl.Int64),
+    )  # fmt: skip
+    numbered: bool | None = None
+    for _ in range(MAX_ROUNDS):
+        found = state.select(pl.col("msg").str.extract_groups(WRAPPERS).alias("w")).unnest("w")
+        any_match = found.select(pl.any_horizontal(pl.col(c).is_not_null().any() for c in
+                                                   ("mpi", "num", "rk", "role", "ray", "pdsh"))).item()  # fmt: skip
+        if not any_match:
+            break
+        if numbered is None and found.get_column("num").null_count() < n:
+            numbered = _counts_up(found.get_column("num_n"))
+        pdsh_ok = _pdsh_believed(found.get_column("pdsh_host"), state.get_column("msg"))
+        pdsh = pl.col("pdsh") if pdsh_ok else pl.when(pl.col("pdsh_host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$")).then(pl.col("pdsh"))
+        matched = pl.coalesce("mpi", "num", "rk", "role", "ray", pdsh)
+        num = pl.col("num_n").cast(pl.Int64, strict=False)
+        found = found.select(
+            matched=matched,
+            host=pl.coalesce(pl.col("ray_ip"), pl.when(pdsh.is_not_null()).then(pl.col("pdsh_host"))),
+            rank=pl.coalesce(
+                pl.col("mpi_rank"), pl.col("rk_n"), pl.lit(None) if numbered else pl.col("num_n")
+            ).cast(pl.Int32, strict=False),
+            local_rank=pl.col("role_n").cast(pl.Int32, strict=False),
+            pid=pl.col("ray_pid").cast(pl.Int64, strict=False),
+            counter=num if numbered else pl.lit(None, pl.Int64),
+        )
+        if found.get_column("matched").null_count() == n:
+            break
+        state = state.with_columns(
+            msg=pl.when(found["matched"].is_not_null()).then(pl.col("msg").str.slice(found["matched"].str.len_chars()))
+            .otherwise(pl.col("msg")),
+            **{c: pl.coalesce(pl.col(c), found[c]) for c in ("host", "rank", "local_rank", "pid", "counter")},
+        )  # fmt: skip
+    return _loggers(state.with_columns(wrapped=pl.col("msg")))
+
+
+def _loggers(state: pl.DataFrame) -> pl.DataFrame:
+    g = state.select(pl.col("msg").str.extract_groups(LOGGERS).alias("g")).unnest("g")
+    c = pl.col
+    matched = pl.coalesce("nccl", "c10", "glog", "vllm", "brk", "loguru", "std", "mm", "plain")
+    level = pl.coalesce("c_lvl", "g_lvl", "v_lvl", "b_lvl", "b_lvl2", "l_lvl", "s_lvl", "m_lvl", "p_lvl")
+    ymd = pl.coalesce("n_ymd", "b_ymd", "l_ymd", "s_ymd")
+    hms = pl.coalesce("n_hms", "c_hms", "g_hms", "v_hms", "b_hms", "l_hms", "s_hms", "m_hms").str.replace(",", ".", literal=True)
+    glog_md = pl.coalesce("c_md", "g_md").str.zfill(4)  # glog prints the month unpadded: E321 = 03-21
+    md = pl.coalesce(
+        pl.concat_str(glog_md.str.slice(0, 2), pl.lit("-"), glog_md.str.slice(2, 2)),
+        c("v_md"), c("m_md").str.replace("/", "-", literal=True),
+    )  # fmt: skip
+    stamp = pl.concat_str(ymd, pl.lit("T"), hms, c("s_tz").fill_null(""))
+    logger = (
+        pl.when(c("nccl").is_not_null()).then(pl.lit("nccl"))
+        .when(c("c10").is_not_null() | c("glog").is_not_null()).then(pl.lit("glog"))
+        .when(c("vllm").is_not_null()).then(pl.lit("vllm"))
+        .when(matched.is_not_null()).then(pl.lit("python"))
+    )  # fmt: skip
+    g = g.select(
+        matched=matched,
+        level=level.replace_strict(LEVELS, default=None, return_dtype=pl.String),
+        stamp=stamp,
+        yearless_stamp=pl.when(ymd.is_null() & md.is_not_null()).then(pl.concat_str(md, pl.lit("T"), hms)),
+        where=pl.coalesce("c_where", "g_where", "v_where", "b_where", "l_where", "b_name"),
+        logger=logger,
+        n_host=c("n_host"), n_pid=c("n_pid").cast(pl.Int64, strict=False),
+        tid=c("n_tid").cast(pl.Int64, strict=False), cuda_dev=c("n_dev").cast(pl.Int32, strict=False),
+    )
+    return state.with_columns(
+        msg=pl.when(g["matched"].is_not_null()).then(pl.col("msg").str.slice(g["matched"].str.len_chars()))
+        .otherwise(pl.col("msg")),
+        host=pl.coalesce(pl.col("host"), g["n_host"]),
+        pid=pl.coalesce(pl.col("pid"), g["n_pid"]),
+        level=g["level"], stamp=g["stamp"], yearless_stamp=g["yearless_stamp"], where=g["where"],
+        logger=g["logger"], tid=g["tid"], cuda_dev=g["cuda_dev"],
+    ).with_columns(
+        prefix=pl.col("text").str.slice(0, pl.col("text").str.len_chars() - pl.col("msg").str.len_chars()),
+    )  # fmt: skip
+
+
+def _unquote(df: pl.DataFrame) -> pl.DataFrame:
+    """Text pasted from a markdown quote (``> `` on most lines) loses its quote marks."""
+    text = pl.col("text")
+    share = df.select((text.str.starts_with(">")).sum() / (text.str.strip_chars() != "").sum().clip(1)).item()
+    if share < 0.8:
+        return df
+    return df.with_columns(text.str.replace(r"^> ?", ""))
+
+
+def _counts_up(numbers: pl.Series) -> bool:
+    """``[N] `` prefixes that count up by one from line to line are a viewer's line numbers, not ranks."""
+    values = numbers.drop_nulls().cast(pl.Int64, strict=False).drop_nulls()
+    if values.len() < 2:
+        return False
+    return bool(((values.diff().drop_nulls() == 1).mean() or 0.0) >= 0.5)
+
+
+def _pdsh_believed(hosts: pl.Series, msg: pl.Series) -> bool:
+    """A host-name prefix (not an IP) is pdsh only when a good share of the lines carry one."""
+    carried = hosts.is_not_null().sum()
+    if carried < 2:
+        return False
+    non_empty = (msg.str.strip_chars() != "").sum()
+    return carried / max(non_empty, 1) >= PDSH_SHARE

@@ -1,0 +1,193 @@
+"""Job output (NCCL, PyTorch/torchrun, training logs): prefixes, records across chunks, mixing, totality."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import forensics
+from forensics.sources import joblog, kernel, prefix
+from forensics.text import split_lines
+
+from .conftest import golden_cases
+
+JOB_SOURCES = ("nccl", "torch", "trainlog")
+JOB_CASES = [case for source in JOB_SOURCES for case in golden_cases(source)]
+DMESG_CASES = [case for case in golden_cases("kernel") if case.name.startswith("dmesg")]
+JOB_LINES = [line for case in JOB_CASES for line in case.read_text("utf-8", "replace").splitlines()]
+
+
+def _peel(*lines: str) -> list[dict]:
+    return prefix.peel(prefix.lines_frame(pl.Series(lines, dtype=pl.String))).to_dicts()
+
+
+# ---------------------------------------------------------------------------------------- prefixes
+
+PREFIXES = [
+    ("[1,0]<stdout>:gpu01:1234:1290 [0] NCCL INFO Bootstrap : Using eth0",
+     {"msg": "NCCL INFO Bootstrap : Using eth0", "rank": 0, "host": "gpu01", "pid": 1234, "tid": 1290, "cuda_dev": 0,
+      "logger": "nccl"}),
+    ("[rank3]:[E1206 18:44:12.765000 140 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout",
+     {"msg": "[Rank 3] Watchdog caught collective operation timeout", "rank": 3, "level": "error", "logger": "glog",
+      "yearless_stamp": "12-06T18:44:12.765000", "where": "ProcessGroupNCCL.cpp:607"}),
+    ("[default0]:Traceback (most recent call last):", {"msg": "Traceback (most recent call last):", "local_rank": 0}),
+    ("(RayWorkerWrapper pid=7046, ip=10.0.0.5) ERROR 04-15 00:31:11 worker_base.py:574] Error executing method",
+     {"msg": "Error executing method", "host": "10.0.0.5", "pid": 7046, "level": "error", "logger": "vllm",
+      "yearless_stamp": "04-15T00:31:11", "where": "worker_base.py:574"}),
+    ("E321 13:21:42.765000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6)",
+     {"msg": "failed (exitcode: -6)", "level": "error", "yearless_stamp": "03-21T13:21:42.765000"}),
+    ("[2024-01-04 11:43:42,166] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1)",
+     {"msg": "failed (exitcode: 1)", "level": "error", "stamp": "2024-01-04T11:43:42.166",
+      "where": "torch.distributed.elastic.multiprocessing.api"}),
+    ("2024-01-04 11:43:42,166 - INFO - step 5", {"msg": "step 5", "level": "info", "stamp": "2024-01-04T11:43:42.166"}),
+    ("2024-05-01 10:00:00.123 | WARNING  | train:step:42 - loss spike",
+     {"msg": "loss spike", "level": "warning", "where": "train:step:42"}),
+    ("[2024-03-01 10:00:00] gpu01:1:2 [0] NCCL INFO x", {"msg": "NCCL INFO x", "stamp": "2024-03-01T10:00:00", "host": "gpu01"}),
+    ("10.1.2.3: iteration 5/ 100 | lm loss: 1.0", {"msg": "iteration 5/ 100 | lm loss: 1.0", "host": "10.1.2.3"}),
+    ("\x1b[32m04/15 10:00:01 - mmengine - INFO - \x1b[0mEpoch(train) [1][10/100]",
+     {"msg": "Epoch(train) [1][10/100]", "level": "info", "yearless_stamp": "04-15T10:00:01"}),
+    ("WARNING:root:overflow", {"msg": "overflow", "level": "warning"}),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), PREFIXES, ids=[p[0][:40] for p in PREFIXES])
+def test_prefix_forms(line: str, expected: dict) -> None:
+    (got,) = _peel(line)
+    assert {k: got[k] for k in expected} == expected
+    assert got["prefix"] + got["msg"] == got["text"]
+
+
+def test_bracket_numbers_counting_up_are_line_numbers_not_ranks() -> None:
+    viewer = _peel("[155] a", "[156] b", "[157] c")
+    assert [(r["msg"], r["rank"], r["counter"]) for r in viewer] == [("a", None, 155), ("b", None, 156), ("c", None, 157)]
+    ranks = _peel("[3] a", "[0] b", "[3] c", "[1] d")
+    assert [(r["msg"], r["rank"]) for r in ranks] == [("a", 3), ("b", 0), ("c", 3), ("d", 1)]
+
+
+def test_pdsh_host_prefix_doubled_and_only_when_common() -> None:
+    rows = _peel("node-3: node-3: kp-1:3468:3905 [4] NCCL WARN x", "node-3: node-3: step 1", "node-4: hello")
+    assert [(r["host"], r["msg"]) for r in rows] == [("node-3", "NCCL WARN x"), ("node-3", "step 1"), ("node-4", "hello")]
+    # One "word-7: " line among prose is text, not a host.
+    rows = _peel("error-2: something broke", "a", "b", "c", "d", "e", "f")
+    assert rows[0]["host"] is None and rows[0]["msg"] == "error-2: something broke"
+
+
+def test_carriage_returns_and_text_glued_after_a_progress_bar() -> None:
+    frame = prefix.lines_frame(pl.Series([
+        " 10%|█         | 1/10 [00:01<00:09,  1.00it/s]\r 20%|██        | 2/10 [00:02<00:08,  1.00it/s]\r",
+        " 30%|███       | 3/10 [00:03<00:07,  1.00it/s][E ProcessGroupNCCL.cpp:458] Some NCCL operations have failed",
+        "plain",
+    ]))  # fmt: skip
+    assert frame.get_column("i").to_list() == [0, 0, 1, 1, 2]
+    texts = frame.get_column("text").to_list()
+    assert texts[2].endswith("1.00it/s]") and texts[3] == "[E ProcessGroupNCCL.cpp:458] Some NCCL operations have failed"
+
+
+# ---------------------------------------------------------------------------------------- records
+
+
+def _rows(data: bytes, **options) -> list[dict]:
+    result = joblog.parse(data, file="job.log", **options)
+    return result, pl.from_arrow(result.events).to_dicts()
+
+
+def _key(row: dict) -> tuple:
+    return (row["kind"], row["code"], row["message"], row["rank"], row["host"])
+
+
+def test_chunk_cuts_keep_every_record_whole() -> None:
+    data = b"\n".join(case.read_bytes().rstrip(b"\n") + b"\n" for case in JOB_CASES) * 3
+    whole, whole_rows = _rows(data)
+    small, small_rows = _rows(data, chunk_bytes=4096)
+    assert (small.lines, small.records, small.unparsed) == (whole.lines, whole.records, whole.unparsed)
+    assert [_key(r) + (r["line"],) for r in small_rows] == [_key(r) + (r["line"],) for r in whole_rows]
+    assert pl.from_arrow(small.metrics).equals(pl.from_arrow(whole.metrics), null_equal=True)
+
+
+def test_a_job_log_mixing_sources_gives_the_union_of_each_alone() -> None:
+    dmesg = [c for c in DMESG_CASES if "xid79" in c.name or "xid48" in c.name or "reltime-aer" in c.name]
+    # (a markdown-quoted paste is unquoted when most of its file is quoted: not one part of a mix)
+    parts = [*(c for c in JOB_CASES if "quoted" not in c.name), *dmesg]
+
+    def records(data: bytes) -> Counter:
+        return Counter(
+            _key(r) for r in _rows(data)[1]
+            if not json.loads(r["detail"]).get("derived") and not (r["kind"] == "other" and r["message"] == "")
+        )  # fmt: skip
+
+    alone = sum((records(case.read_bytes()) for case in parts), Counter())
+    together = records(b"".join(case.read_bytes().rstrip(b"\n") + b"\n\n" for case in parts))
+    assert together == alone
+    kinds = {k[0] for k in together}
+    assert {"gpu.xid", "gpu.off_bus", "pcie.aer", "nccl.net_error", "torch.watchdog_timeout", "job.child_failed",
+            "train.grad_nonfinite", "train.overflow", "cpp.stack"} <= kinds  # fmt: skip
+
+
+@pytest.mark.parametrize("case", DMESG_CASES, ids=[c.stem for c in DMESG_CASES])
+def test_kernel_lines_in_a_job_log_are_read_by_the_kernel_source(case) -> None:
+    def rows(result) -> list[tuple]:
+        return [(r["line"], r["kind"], r["code"], r["gpu"], r["message"]) for r in result.events.to_pylist()]
+
+    data = case.read_bytes()
+    assert rows(joblog.parse(data, file="x")) == rows(kernel.parse(data, file="x"))
+
+
+def test_stall_is_derived_from_step_times() -> None:
+    lines = [f"[2024-05-01 10:{m:02d}:00,000] INFO iteration {m + 1}/ 100 | lm loss: {2.0 - m / 10:.2f} |" for m in range(10)]
+    lines.append("[2024-05-01 10:40:00,000] [E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800088 milliseconds "
+                 "before timing out.")  # fmt: skip
+    result, rows = _rows("\n".join(lines).encode())
+    stalls = [r for r in rows if r["kind"] == "train.stall"]
+    assert len(stalls) == 1 and stalls[0]["line"] == 10 and stalls[0]["code"] == 10
+    detail = json.loads(stalls[0]["detail"])
+    assert detail["gap_s"] == 1860 and detail["usual_interval_s"] == 60 and detail["until"] == "error at line 11"
+    assert [r["kind"] for r in rows].count("torch.watchdog_timeout") == 1
+    assert result.metrics.num_rows == 10 and result.records == 11
+
+
+def test_nonfinite_loss_is_an_event_at_its_onset_only() -> None:
+    losses = ["1.5", "1.4", "nan", "nan", "inf", "1.3", "nan"]
+    data = "\n".join(f"iter {n}: loss {v}, time 100.00ms, mfu 30.00%" for n, v in enumerate(losses)).encode()
+    result, rows = _rows(data)
+    assert [(r["kind"], r["code"]) for r in rows if r["kind"] != "train.step"] == [
+        ("train.loss_nonfinite", 2), ("train.loss_nonfinite", 6)
+    ]
+    loss = pl.from_arrow(result.metrics).filter(pl.col("name") == "loss").get_column("value").to_list()
+    assert [str(v) for v in loss] == ["1.5", "1.4", "nan", "nan", "inf", "1.3", "nan"]
+
+
+# ---------------------------------------------------------------------------------------- totality
+
+
+def _check(data: bytes) -> None:
+    result = joblog.parse(data, file="x", chunk_bytes=1024)
+    df = pl.from_arrow(result.events)
+    logical = prefix.lines_frame(split_lines(data)[0]).height if data else 0
+    derived = df.get_column("detail").map_elements(lambda d: bool(json.loads(d).get("derived")), return_dtype=pl.Boolean)
+    parsed = df.filter(~derived)
+    assert parsed.height == result.records
+    assert int(parsed.get_column("message").str.count_matches("\n").sum() or 0) + parsed.height == logical
+    assert df.filter(~pl.col("line").is_between(1, max(result.lines, 1))).height == 0
+    assert set(df.get_column("kind").to_list()) <= forensics.KINDS
+    for metric in result.metrics.column("name").to_pylist():
+        assert metric
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=3000))
+def test_arbitrary_bytes(data: bytes) -> None:
+    _check(data)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(JOB_LINES), st.text(max_size=60)), max_size=60),
+       st.sampled_from(["\n", "\r\n", "\r"]), st.integers(0, 300))  # fmt: skip
+def test_shuffled_and_truncated_job_lines(lines: list[str], newline: str, cut: int) -> None:
+    data = newline.join(lines).encode("utf-8", "surrogatepass")
+    _check(data[: max(0, len(data) - cut)])
