@@ -8,11 +8,11 @@ Entries mix kernel-transport lines drawn from bench/gen_kernel.py (families incl
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
 
+from gen_common import generator_main
 from gen_kernel import generate
 
 SERVICES = [
@@ -50,12 +50,7 @@ def write(out: Path, megabytes: int, *, seed: int = 1) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--mb", type=int, default=2048)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    write(args.out, args.mb, seed=args.seed)
+    generator_main(__doc__, "mb", 2048, lambda out, n, seed: write(out, n, seed=seed))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ call traces, Xid 119 with its RPC tables, stack dumps under WARNING and hung-tas
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Callable
-from pathlib import Path
+
+from gen_common import generator_main
 
 Gen = Callable[[random.Random], list[str]]
 
@@ -130,12 +130,7 @@ def generate(lines: int, *, seed: int = 1, family_share: float = 0.01) -> bytes:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--lines", type=int, default=1_000_000)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    args.out.write_bytes(generate(args.lines, seed=args.seed))
+    generator_main(__doc__, "lines", 1_000_000, lambda out, n, seed: out.write_bytes(generate(n, seed=seed)))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from importlib import resources
 from pathlib import Path
 
 from lark import Lark, Transformer
-from lark.lark import PostLex
 from lark.grammar import Rule
+from lark.lark import PostLex
 
 from .errors import ForensicsError
 
@@ -60,9 +60,43 @@ class FamilyGrammar:
 
 def _for_search(pattern: str) -> str:
     # A leading lazy "anything" only positions the anchor for the parser; a search needs none of it,
-    # and the Rust regex engine finds literal prefixes faster without it.
+    # and the Rust regex engine finds literal prefixes faster without it. Likewise a leading optional
+    # group: an unanchored search for "(?:X)?R" or "(?:X)*R" matches exactly where one for "R" does.
     pattern = re.sub(r"^\[\^\\n\][*+]\?", "", pattern)
+    while (end := _leading_optional_group(pattern)) is not None:
+        pattern = pattern[end:]
     return pattern.replace("\\/", "/")
+
+
+def _leading_optional_group(pattern: str) -> int | None:
+    """The end of ``pattern``'s leading ``(…)?`` or ``(…)*`` group (greedy or lazy) when more follows it
+    in the same branch, or None."""
+    if not pattern.startswith("(") or pattern.startswith("(?P<") or pattern.startswith("(?="):
+        return None
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1: i + 2] == "]":  # "[]…]": a literal ] first
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                rest = pattern[i + 1:]
+                quantifier = next((q for q in ("??", "*?", "?", "*") if rest.startswith(q)), None)
+                if quantifier is None or len(rest) == len(quantifier) or rest[len(quantifier)] in "|)":
+                    return None
+                return i + 1 + len(quantifier)
+        i += 1
+    return None
 
 
 @cache

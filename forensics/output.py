@@ -7,7 +7,6 @@ JSON Lines: one object per row with DESIGN.md's column names, ``ts`` as ISO-8601
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 
 import polars as pl

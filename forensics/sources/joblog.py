@@ -684,9 +684,11 @@ _STEP_KEYS = ("iter", "iteration", "step", "global_step")
 
 def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Step lines (``rec``, ``style``, ``msg``) → their steps (``rec``, ``step``) and their metrics
-    (``rec``, ``step``, ``name``, ``value``: one row per metric)."""
+    (``rec``, ``step``, ``name``, ``value``: one row per metric). A pair's text repeats a lot (``loss
+    scale: 65536.0``), so each distinct pair of a style is read once."""
     styles, units, alias, scale = _metric_rules()
-    frames = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64, "key": pl.String, "value": pl.String, "unit": pl.String})]
+    spaced_alias = {**alias, **{k.replace(" ", "_"): v for k, v in alias.items()}}
+    frames = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64, "name": pl.String, "value": pl.Float64})]
     numbered = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64})]
     for style in styles:
         part = steps.filter(pl.col("style") == style.name)
@@ -694,23 +696,21 @@ def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             continue
         part = part.select("rec", "msg", step=pl.col("msg").str.extract(style.step, 1).cast(pl.Int64, strict=False))
         numbered.append(part.select("rec", "step"))
-        pairs = (
-            part.select("rec", "step", pair=pl.col("msg").str.extract_all(style.pairs))
-            .explode("pair").drop_nulls("pair")
-            .with_columns(pl.col("pair").str.extract_groups(style.pairs).alias("g")).unnest("g").drop("pair")
+        pairs = part.select("rec", "step", pair=pl.col("msg").str.extract_all(style.pairs)).explode("pair").drop_nulls("pair")
+        read = (
+            pairs.select(pl.col("pair").unique())
+            .with_columns(pl.col("pair").str.extract_groups(f"^(?:{style.pairs})").alias("g")).unnest("g")
         )  # fmt: skip
-        frames.append(pairs.select("rec", "step", "key", "value", "unit"))
-    found = pl.concat(frames)
-    key = found.get_column("key").str.strip_chars().str.to_lowercase().str.replace_all(r"\s+", " ")
-    name = key.replace(alias).replace(dict(zip([k.replace(" ", "_") for k in alias], alias.values(), strict=True)))
-    metrics = found.with_columns(name=name.str.replace_all(r"[\s-]+", "_")).filter(
-        pl.col("unit").fill_null("").is_in(units) & ~pl.col("name").is_in(_STEP_KEYS)
-    ).select(
-        "rec", "step", "name",
-        value=pl.col("value").cast(pl.Float64, strict=False)
-        * pl.col("unit").fill_null("").replace_strict(scale, default=1.0, return_dtype=pl.Float64),
-    )  # fmt: skip
-    return pl.concat(numbered), metrics
+        key = pl.col("key").str.strip_chars().str.to_lowercase().str.replace_all(r"\s+", " ")
+        read = read.with_columns(name=key.replace(spaced_alias).str.replace_all(r"[\s-]+", "_")).filter(
+            pl.col("unit").fill_null("").is_in(units) & ~pl.col("name").is_in(_STEP_KEYS)
+        ).select(
+            "pair", "name",
+            value=pl.col("value").cast(pl.Float64, strict=False)
+            * pl.col("unit").fill_null("").replace_strict(scale, default=1.0, return_dtype=pl.Float64),
+        )  # fmt: skip
+        frames.append(pairs.join(read, on="pair", how="inner", maintain_order="left").select("rec", "step", "name", "value"))
+    return pl.concat(numbered), pl.concat(frames)
 
 
 _LOSS = r"(?:^|_)loss$|^loss(?:_|$)"
@@ -728,7 +728,7 @@ class _Carry:
     lines: int = 0
     rows: int = 0
     comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
-    bad: dict[tuple[str, str, str], tuple[bool, int | None]] = field(default_factory=dict)
+    bad: dict[tuple[str, int | None, str], tuple[bool, int | None]] = field(default_factory=dict)
     steps: list[pl.DataFrame] = field(default_factory=list)
     last_ts: Any = None
     errors: list[pl.DataFrame] = field(default_factory=list)
@@ -754,18 +754,17 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
     df = df.with_columns(stamp=pl.coalesce(
         "stamp", pl.concat_str(pl.lit(str(file_year) if file_year else None, pl.String), pl.lit("-"), "yearless_stamp")))
     # Kernel lines pasted into the job's output go to the kernel pipeline.
-    job_anchor = "|".join(f.prefilter() for f in FAMILIES)
     kernelish = (
         (
             ((pl.col("wrapped").str.contains(_KERNEL_STAMP) | pl.col("msg").str.contains(r"^\s*(?:NVRM|kernel): "))
              & pl.col("logger").is_null())
             | pl.col("wrapped").str.contains(_DMESG_ISO)
         )
-        & ~pl.col("msg").str.contains(job_anchor)
+        & ~pl.col("job_flag")
     )  # fmt: skip
     # indented unstamped lines under a kernel line are its continuation
     indented = pl.col("msg").str.contains(r"^\s+\S")
-    df = df.with_columns(kernelish=kernelish).with_columns(
+    df = df.with_columns(job_flag=_flagged(pl.col("msg"))).with_columns(kernelish=kernelish).with_columns(
         kernelish=pl.col("kernelish") | (indented & pl.col("kernelish").first().over((~indented).cum_sum()))
     )
     kernel_rows = df.filter("kernelish")
@@ -810,10 +809,8 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     # A logger prefix alone on its line says its message on the next one (DeepSpeed fused_optimizer):
     # the families read the record from its first line with text.
     heads = heads.with_columns(text=pl.col("message").str.strip_chars_start("\n"))
-    first = pl.col("text").str.split("\n").list.first()
-    flag_re = "|".join(f.prefilter() for f in FAMILIES)
     heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
-        flag=pl.lit(True) if full else first.str.contains(flag_re),
+        flag=pl.lit(True) if full else _first_line_flag(heads),
         style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"))),
     ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
     carry.records += heads.height
@@ -836,6 +833,23 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     if last.len():
         carry.last_ts = last.max() if carry.last_ts is None else max(carry.last_ts, last.max())
     return events_table(out), metric_rows.to_arrow().cast(METRICS)
+
+
+def _flagged(line: pl.Expr) -> pl.Expr:
+    """Whether a line has an anchor of any job family (one search per family: the engine finds each
+    family's literals faster than those of one alternation of all)."""
+    return pl.any_horizontal(line.str.contains(f.prefilter()) for f in FAMILIES)
+
+
+def _first_line_flag(heads: pl.DataFrame) -> pl.Series:
+    """``job_flag`` of each record's first line with text: its head line, or for a prefix-only head
+    line (empty message) the line after it."""
+    flag = heads.get_column("job_flag")
+    empty = heads.select(pl.arg_where(pl.col("msg") == "")).to_series()
+    if not empty.len():
+        return flag
+    first = heads[empty].select(_flagged(pl.col("text").str.split("\n").list.first())).to_series()
+    return flag.scatter(empty, first)
 
 
 def _parse_flagged(flagged: pl.DataFrame, carry: _Carry, *, file: str, on_error: str, full: bool) -> dict[int, dict[str, Any]]:
@@ -861,35 +875,58 @@ def _parse_flagged(flagged: pl.DataFrame, carry: _Carry, *, file: str, on_error:
 
 
 def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
-    """``rec``, ``kind``, ``code`` and ``detail`` of every step line: ``train.step``, or the onset of a
-    non-finite loss (``train.loss_nonfinite``) or gradient (``train.grad_nonfinite``)."""
+    """``rec``, ``kind``, ``code`` and ``detail`` (a struct) of every step line: ``train.step``, or the onset
+    of a non-finite loss (``train.loss_nonfinite``) or gradient (``train.grad_nonfinite``) in its stream
+    (host, rank, trainer style), the stream's state carried over from the chunk before."""
     nonfinite = pl.col("value").is_nan() | pl.col("value").is_infinite()
+    nan_count = (pl.col("name") == "nan_iterations") & (pl.col("value") > 0)
     per_line = metrics.group_by("rec").agg(
-        loss_bad=((pl.col("name").str.contains(_LOSS) & nonfinite) | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).any(),
+        loss_bad=((pl.col("name").str.contains(_LOSS) & nonfinite) | nan_count).any(),
         grad_bad=(pl.col("name").str.contains(_GRAD) & nonfinite).any(),
-        bad_name=pl.col("name").filter(nonfinite | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).first(),
-        bad_value=pl.col("value").filter(nonfinite | ((pl.col("name") == "nan_iterations") & (pl.col("value") > 0))).first(),
+        bad_name=pl.col("name").filter(nonfinite | nan_count).first(),
+        bad_value=pl.col("value").filter(nonfinite | nan_count).first(),
     )  # fmt: skip
+    stream = ["s_host", "rank", "style"]
+    before = pl.DataFrame(
+        [(h, r, st, b, g) for (h, r, st), (b, g) in carry.bad.items()],
+        schema={"s_host": pl.String, "rank": pl.Int32, "style": pl.String, "c_bad": pl.Boolean, "c_good": pl.Int64},
+        orient="row",
+    )  # fmt: skip
+    no_step = -1  # a good line without a step number still ends the run of good steps
     lines = (
-        steps.select("rec", "host", "rank", "style").join(numbered, on="rec", how="left")
-        .join(per_line, on="rec", how="left").sort("rec")
+        steps.select("rec", pl.col("host").fill_null("").alias("s_host"), pl.col("rank").cast(pl.Int32), "style")
+        .join(numbered, on="rec", how="left").join(per_line, on="rec", how="left")
+        .join(before, on=stream, how="left", nulls_equal=True).sort("rec")
+        .with_columns(bad=(pl.col("loss_bad").fill_null(False) | pl.col("grad_bad").fill_null(False)))
+        .with_columns(good=pl.when(~pl.col("bad")).then(pl.col("step").fill_null(no_step)).forward_fill().over(stream))
+        .with_columns(
+            was_bad=pl.coalesce(pl.col("bad").shift(1).over(stream), "c_bad", pl.lit(False)),
+            last_good=pl.coalesce(pl.col("good").shift(1).over(stream), "c_good"),
+            after_good=pl.coalesce("good", "c_good"),
+        )
     )  # fmt: skip
-    kinds: list[tuple[int, str, int | None, dict[str, Any]]] = []
-    for rec, host, rank, style, step, loss_bad, grad_bad, name, value in lines.iter_rows():
-        stream = (host or "", str(rank), style)
-        was_bad, last_good = carry.bad.get(stream, (False, None))
-        bad = bool(loss_bad or grad_bad)
-        detail: dict[str, Any] = {"style": style, "step": step}
-        kind = "train.step"
-        if bad and not was_bad:
-            kind = "train.loss_nonfinite" if loss_bad else "train.grad_nonfinite"
-            value_text = "nan" if value is not None and value != value else (str(value) if value is not None else None)
-            detail.update(metric=name, value=value_text, last_finite_step=last_good)
-            if loss_bad and grad_bad:
-                detail["also"] = "train.grad_nonfinite"
-        carry.bad[stream] = (bad, last_good if bad else step)
-        kinds.append((rec, kind, step if kind != "train.step" else None, detail))
-    return pl.DataFrame(kinds, schema={"rec": pl.Int64, "kind": pl.String, "code": pl.Int64, "detail": pl.Object}, orient="row")
+    for h, r, st, b, g in lines.group_by(stream, maintain_order=True).agg(
+        pl.col("bad").last(), pl.col("after_good").last()
+    ).iter_rows():  # fmt: skip
+        carry.bad[(h, r, st)] = (b, g)
+    onset = pl.col("bad") & ~pl.col("was_bad")
+    kind = (
+        pl.when(onset & pl.col("loss_bad")).then(pl.lit("train.loss_nonfinite"))
+        .when(onset).then(pl.lit("train.grad_nonfinite")).otherwise(pl.lit("train.step"))
+    )  # fmt: skip
+    value = pl.col("bad_value")
+    value_text = pl.when(value.is_nan()).then(pl.lit("nan")).when(value == float("inf")).then(pl.lit("inf")) \
+        .when(value == float("-inf")).then(pl.lit("-inf")).otherwise(value.cast(pl.String))
+    return lines.select(
+        "rec", kind=kind, code=pl.when(onset).then(pl.col("step")),
+        detail=pl.struct(
+            style="style", step="step",
+            metric=pl.when(onset).then(pl.col("bad_name")),
+            value=pl.when(onset).then(value_text),
+            last_finite_step=pl.when(onset).then(pl.col("last_good").replace(no_step, None)),
+            also=pl.when(onset & pl.col("loss_bad") & pl.col("grad_bad")).then(pl.lit("train.grad_nonfinite")),
+        ),
+    )
 
 
 def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.DataFrame, *, file: str,
@@ -915,32 +952,36 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
     f_ts, f_from = envelope.to_utc(pl.col("f_stamp"), pl.lit("iso"), year=None, timezone=None)
     df = df.with_columns(ts=pl.coalesce("ts", f_ts), ts_from=pl.coalesce("ts_from", pl.when(pl.col("f_stamp").is_not_null()).then(f_from)))
     envelope_detail = ("ts_from", "where", "local_rank", "cuda_dev", "tid")
+    stamp = pl.when(pl.col("ts").is_null()).then(pl.coalesce("stamp", "yearless_stamp"))
+    # family rows (few): their detail dicts, then the envelope's fields they lack
+    fam_rows = df.select(pl.arg_where(pl.col("f_kind").is_not_null())).to_series()
     details: list[str] = []
-    for fam_detail, step_detail, *env in df.select(
-        "f_detail", "s_detail", *envelope_detail, "yearless_stamp", "stamp", "ts"
-    ).iter_rows():
-        yearless, stamp, ts_value = env[-3], env[-2], env[-1]
-        detail = dict(fam_detail) if fam_detail is not None else dict(step_detail) if step_detail is not None else None
-        if detail is None:
-            details.append("")  # filled below, vectorized
-            continue
-        for key, value in zip(envelope_detail, env[:-3], strict=True):
+    for fam_detail, *env in df[fam_rows].select("f_detail", *envelope_detail, stamp.alias("_stamp")).iter_rows():
+        detail = dict(fam_detail)
+        for key, value in zip((*envelope_detail, "stamp"), env, strict=True):
             if value is not None and key not in detail:
                 detail[key] = value
-        if ts_value is None and (stamp or yearless) is not None:
-            detail["stamp"] = stamp or yearless
         details.append(json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False, default=str))
+    fam_text = pl.Series([None] * df.height, dtype=pl.String).scatter(fam_rows, pl.Series(details, dtype=pl.String))
+    # step lines (many): the style's fields and the envelope's, encoded in Polars
+    step_fields = [pl.col("s_detail").struct.field(name) for name in ("style", "step", "metric", "value", "last_finite_step", "also")]
+    step_detail = _json_without_nulls(pl.struct(*step_fields, *envelope_detail, stamp.alias("stamp")))
     by_logger = (
         pl.when(pl.col("logger") == "nccl").then(pl.lit("nccl"))
         .when((pl.col("logger") == "glog") & pl.col("where").str.contains(r"ProcessGroup|torch|c10")).then(pl.lit("torch"))
     )  # fmt: skip
-    other_detail = pl.struct(
-        template=template_expr(pl.col("message")),
-        ts_from=pl.col("ts_from"),
-        stamp=pl.when(pl.col("ts").is_null()).then(pl.coalesce("stamp", "yearless_stamp")),
-        where=pl.col("where"),
-    ).struct.json_encode().str.replace_all(r',?"\w+":null', "").str.replace(r"^\{,", "{")
-    return df.with_columns(f_detail_text=pl.Series(details, dtype=pl.String)).select(
+    other_detail = _json_without_nulls(pl.struct(
+        template=template_expr(pl.col("message")), ts_from=pl.col("ts_from"), stamp=stamp, where=pl.col("where"),
+    ))  # fmt: skip
+    # each kind of row encodes its own detail (the template's masks run on the "other" rows only)
+    df = df.with_columns(f_detail_text=fam_text)
+    family, step = pl.col("f_detail_text").is_not_null(), pl.col("s_kind").is_not_null()
+    details = pl.concat([
+        df.filter(family).select("rec", detail="f_detail_text"),
+        df.filter(~family & step).select("rec", detail=step_detail),
+        df.filter(~family & ~step).select("rec", detail=other_detail),
+    ])  # fmt: skip
+    return df.join(details, on="rec", how="left", maintain_order="left").select(
         incident=pl.lit(incident, pl.String),
         host=short_host(pl.coalesce("f_host", "host", pl.lit(host, pl.String))),
         source=pl.coalesce(
@@ -958,10 +999,15 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
         pid=pl.coalesce("f_pid", "pid"),
         code=pl.coalesce("f_code", "s_code"),
         message=pl.col("message"),
-        detail=pl.when(pl.col("f_detail_text") != "").then(pl.col("f_detail_text")).otherwise(other_detail),
+        detail=pl.col("detail"),
         cuda_dev=pl.col("cuda_dev"),
         seq=pl.col("rec"),
     )  # fmt: skip
+
+
+def _json_without_nulls(fields: pl.Expr) -> pl.Expr:
+    """A struct as a JSON object without its null fields (as ``json.dumps`` of the non-null items)."""
+    return fields.struct.json_encode().str.replace_all(r',?"\w+":null', "").str.replace(r"^\{,", "{")
 
 
 def _fill_ranks(out: pl.DataFrame, carry: _Carry) -> pl.DataFrame:

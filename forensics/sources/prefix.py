@@ -38,6 +38,8 @@ logger. Times without a year (glog, vLLM, mmengine) take the year from the calle
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 #: Levels as loggers spell them → the severities of the events table.
@@ -50,32 +52,30 @@ _LVL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS"
 _HMS = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
 _WHERE = r"[\w./\\-]+:\d+"
 
-#: Launcher prefixes; one is peeled per round (Rust regex alternation is leftmost-first).
-WRAPPERS = (
-    r"^(?:"
-    r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?)"
-    r"|(?P<num>\[(?P<num_n>\d+)\] )"
-    r"|(?P<rk>\[rank(?P<rk_n>\d+)\]: ?)"
-    r"|(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)\]: ?)"
-    r"|(?P<ray>\((?:(?P<ray_actor>[\w.:-]+) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[\d.]+))?\) ?)"
-    r"|(?P<pdsh>(?P<pdsh_host>\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*): )"
-    r")"
+#: Launcher prefixes; one is peeled per round (the first form that matches a line reads it).
+WRAPPER_FORMS = (
+    r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?)",
+    r"(?P<num>\[(?P<num_n>\d+)\] )",
+    r"(?P<rk>\[rank(?P<rk_n>\d+)\]: ?)",
+    r"(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)\]: ?)",
+    r"(?P<ray>\((?:(?P<ray_actor>[\w.:-]+) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[\d.]+))?\) ?)",
+    r"(?P<pdsh>(?P<pdsh_host>\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*): )",
 )
+WRAPPERS = "^(?:" + "|".join(WRAPPER_FORMS) + ")"
 
-#: Logger prefixes (one per line, after the launcher prefixes).
-LOGGERS = (
-    r"^(?:"
-    rf"(?P<nccl>(?:\[(?P<n_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<n_hms>{_HMS})\] )?(?P<n_host>[^\s:\[\]]+):(?P<n_pid>\d+):(?P<n_tid>\d+) \[(?P<n_dev>\d+)\] )"
-    rf"|(?P<c10>\[(?P<c_lvl>[EWIF])(?:(?P<c_md>\d{{3,4}}) (?P<c_hms>{_HMS}) ?)? ?(?:\d+ )?(?P<c_where>{_WHERE})\] ?)"
-    rf"|(?P<glog>(?P<g_lvl>[EWIF])(?P<g_md>\d{{3,4}}) (?P<g_hms>{_HMS}) +\d+ (?P<g_where>{_WHERE})\] )"
-    rf"|(?P<vllm>(?P<v_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<v_md>\d\d-\d\d) (?P<v_hms>{_HMS}) \[?(?P<v_where>{_WHERE})\] )"
-    rf"|(?P<brk>\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)"
-    rf"|(?P<loguru>(?P<l_ymd>\d{{4}}-\d\d-\d\d) (?P<l_hms>{_HMS}) \| (?P<l_lvl>{_LVL}) *\| (?P<l_where>\S+) - )"
-    rf"|(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)"
-    rf"|(?P<mm>(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )"
-    rf"|(?P<plain>(?P<p_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)"
-    r")"
+#: Logger prefixes (one per line, after the launcher prefixes; the first form that matches reads it).
+LOGGER_FORMS = (
+    rf"(?P<nccl>(?:\[(?P<n_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<n_hms>{_HMS})\] )?(?P<n_host>[^\s:\[\]]+):(?P<n_pid>\d+):(?P<n_tid>\d+) \[(?P<n_dev>\d+)\] )",
+    rf"(?P<c10>\[(?P<c_lvl>[EWIF])(?:(?P<c_md>\d{{3,4}}) (?P<c_hms>{_HMS}) ?)? ?(?:\d+ )?(?P<c_where>{_WHERE})\] ?)",
+    rf"(?P<glog>(?P<g_lvl>[EWIF])(?P<g_md>\d{{3,4}}) (?P<g_hms>{_HMS}) +\d+ (?P<g_where>{_WHERE})\] )",
+    rf"(?P<vllm>(?P<v_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<v_md>\d\d-\d\d) (?P<v_hms>{_HMS}) \[?(?P<v_where>{_WHERE})\] )",
+    rf"(?P<brk>\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)",
+    rf"(?P<loguru>(?P<l_ymd>\d{{4}}-\d\d-\d\d) (?P<l_hms>{_HMS}) \| (?P<l_lvl>{_LVL}) *\| (?P<l_where>\S+) - )",
+    rf"(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)",
+    rf"(?P<mm>(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )",
+    r"(?P<plain>(?P<p_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)",
 )
+LOGGERS = "^(?:" + "|".join(LOGGER_FORMS) + ")"
 
 #: Most rounds a line can take before its message (nested launchers).
 MAX_ROUNDS = 4
@@ -95,18 +95,22 @@ def lines_frame(lines: pl.Series) -> pl.DataFrame:
     df = df.with_columns(
         pl.when(text.str.contains("\x1b", literal=True)).then(text.str.replace_all(_ANSI, "")).otherwise(text).alias("text")
     )
-    if df.select(text.str.contains("\r", literal=True).any()).item():
+    # Only the lines concerned are split (then put back in order): most lines have neither.
+    redrawn = df.get_column("text").str.contains("\r", literal=True)
+    if redrawn.any():
         segments = text.str.split("\r").list.eval(pl.element().filter(pl.element() != ""))
-        df = df.with_columns(
+        split = df.filter(redrawn).with_columns(
             pl.when(segments.list.len() == 0).then(pl.lit([""], pl.List(pl.String))).otherwise(segments).alias("text")
         ).explode("text")
-    glued = text.str.contains("%|", literal=True) & text.str.contains(PROGRESS_BAR)
-    if df.select(glued.any()).item():
+        df = pl.concat([df.filter(~redrawn), split]).sort("i", maintain_order=True)
+    candidates = df.get_column("text").str.contains("%|", literal=True)
+    glued = candidates & df.get_column("text").str.contains(PROGRESS_BAR)
+    if glued.any():
         parts = text.str.extract_groups(PROGRESS_BAR)
-        df = df.with_columns(
-            pl.when(glued).then(pl.concat_list(parts.struct.field("bar"), parts.struct.field("rest")))
-            .otherwise(pl.concat_list(text)).alias("text")
-        ).explode("text")  # fmt: skip
+        split = df.filter(glued).with_columns(
+            pl.concat_list(parts.struct.field("bar"), parts.struct.field("rest")).alias("text")
+        ).explode("text")
+        df = pl.concat([df.filter(~glued), split]).sort("i", maintain_order=True)
     return df
 
 
@@ -125,7 +129,7 @@ def peel(df: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
     numbered: bool | None = None
     for _ in range(MAX_ROUNDS):
-        found = state.select(pl.col("msg").str.extract_groups(WRAPPERS).alias("w")).unnest("w")
+        found = extract_first(state.get_column("msg"), WRAPPER_FORMS)
         any_match = found.select(pl.any_horizontal(pl.col(c).is_not_null().any() for c in
                                                    ("mpi", "num", "rk", "role", "ray", "pdsh"))).item()  # fmt: skip
         if not any_match:
@@ -157,7 +161,7 @@ def peel(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _loggers(state: pl.DataFrame) -> pl.DataFrame:
-    g = state.select(pl.col("msg").str.extract_groups(LOGGERS).alias("g")).unnest("g")
+    g = extract_first(state.get_column("msg"), LOGGER_FORMS)
     c = pl.col
     matched = pl.coalesce("nccl", "c10", "glog", "vllm", "brk", "loguru", "std", "mm", "plain")
     level = pl.coalesce("c_lvl", "g_lvl", "v_lvl", "b_lvl", "b_lvl2", "l_lvl", "s_lvl", "m_lvl", "p_lvl")
@@ -195,6 +199,29 @@ def _loggers(state: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(
         prefix=pl.col("text").str.slice(0, pl.col("text").str.len_chars() - pl.col("msg").str.len_chars()),
     )  # fmt: skip
+
+
+def extract_first(text: pl.Series, forms: tuple[str, ...]) -> pl.DataFrame:
+    """``text.str.extract_groups("^(?:" + "|".join(forms) + ")")``, one form at a time: the first form
+    that matches a line reads it, as in the alternation, but a small regex extracts from the lines it
+    matches instead of one with every capture group running on every line (3x faster)."""
+    names = sorted(re.compile("|".join(forms)).groupindex.items(), key=lambda item: item[1])
+    rows = pl.DataFrame({"text": text}).with_row_index("_row")
+    parts, rest = [], rows
+    for form in forms:
+        pattern = f"^(?:{form})"
+        hit = rest.get_column("text").str.contains(pattern)
+        if not hit.any():
+            continue
+        parts.append(rest.filter(hit).select("_row", pl.col("text").str.extract_groups(pattern).alias("g")).unnest("g"))
+        rest = rest.filter(~hit)
+        if not rest.height:
+            break
+    out = rows.select("_row")
+    if parts:
+        out = out.join(pl.concat(parts, how="diagonal"), on="_row", how="left", maintain_order="left")
+    missing = [pl.lit(None, pl.String).alias(name) for name, _ in names if name not in out.columns]
+    return out.with_columns(missing).select(name for name, _ in names)
 
 
 def _unquote(df: pl.DataFrame) -> pl.DataFrame:
