@@ -11,11 +11,19 @@ Kernel source, on a generated realistic 1,000,000-line log (``bench/gen_kernel.p
 Journal source, on a generated ``journalctl -o json`` export of ``--journal-mb`` (2 GB by default;
 ``bench/gen_journal.py``): ``forensics parse --format parquet`` streams it in chunks; time and peak RSS.
 
+Job output (NCCL_DEBUG, PyTorch/torchrun, training logs interleaved with launcher prefixes, progress
+bars and tracebacks), on a generated ``--job-mb`` log (64 MB; ``bench/gen_joblog.py``):
+
+* ``ours``       ``joblog.parse`` in memory (all cores, and with one Polars thread)
+* ``grep``       ``grep -E -c`` with the union of the nccl, traceback and trainlog prefilters
+* ``streamed``   ``forensics parse --format parquet`` of a ``--job-stream-mb`` log (512 MB), one run:
+                 time, peak RSS, MB/s against the in-memory figure
+
 Every figure is the median of several runs; each run is a fresh process (so it includes what a user
 pays: imports, allocation warm-up) and reports its peak RSS. Results: a table on stdout and
 ``bench/results.json``.
 
-    python bench/run.py [--lines 1000000] [--runs 3] [--quick]
+    python bench/run.py [--lines 1000000] [--runs 3] [--job-mb 64] [--job-stream-mb 512] [--quick]
 """
 
 from __future__ import annotations
@@ -89,7 +97,18 @@ print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows,
 """
 
 
-CHILD_JOURNAL = """
+CHILD_JOB = """
+import json, resource, sys, time
+from forensics.sources import joblog
+data = open(sys.argv[1], "rb").read()
+t = time.perf_counter()
+result = joblog.parse(data, file="bench.log")
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_STREAM = """
 import json, resource, sys, time
 from forensics.cli import main
 t = time.perf_counter()
@@ -139,10 +158,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--lark-lines", type=int, default=20_000)
     ap.add_argument("--journal-mb", type=int, default=2048, help="size of the generated -o json journal")
-    ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal (a smoke test)")
+    ap.add_argument("--job-mb", type=int, default=64, help="size of the generated job output parsed in memory")
+    ap.add_argument("--job-stream-mb", type=int, default=512, help="size of the job output streamed to Parquet")
+    ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal, 8/32 MB job output")
     args = ap.parse_args()
     if args.quick:
-        args.lines, args.runs, args.journal_mb = 100_000, 1, 64
+        args.lines, args.runs, args.journal_mb, args.job_mb, args.job_stream_mb = 100_000, 1, 64, 8, 32
 
     from gen_journal import write as write_journal
     from gen_kernel import generate
@@ -199,7 +220,7 @@ def main() -> None:
     if not journal_log.exists():
         write_journal(journal_log, args.journal_mb, seed=1)
     journal_mb = journal_log.stat().st_size / 1e6
-    streamed = child(CHILD_JOURNAL, journal_log)
+    streamed = child(CHILD_STREAM, journal_log)
     journal = {"file_mb": round(journal_mb, 1), "seconds": round(streamed["seconds"], 2), "rows": streamed["rows"],
                "mb_per_s": round(journal_mb / streamed["seconds"], 1), "peak_rss_mb": round(streamed["rss_mb"]),
                "vs_kernel_mb_per_s": round((journal_mb / streamed["seconds"]) / (size_mb / ours), 2)}  # fmt: skip
@@ -207,9 +228,53 @@ def main() -> None:
     print(f"journal source: -o json export, {journal_mb:,.0f} MB, streamed to Parquet (one run)")
     print(f"{'seconds':>9}{'MB/s':>9}{'peak MB':>9}{'rows':>12}{'MB/s vs kernel':>16}")
     print(f"{journal['seconds']:>9.1f}{journal['mb_per_s']:>9.1f}{journal['peak_rss_mb']:>9}{journal['rows']:>12,}{journal['vs_kernel_mb_per_s']:>16.2f}")
-    (HERE / "results.json").write_text(
-        json.dumps({"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal}, indent=2) + "\n"
-    )
+    job = job_section(args, size_mb / ours)
+    (HERE / "results.json").write_text(json.dumps(
+        {"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal, "joblog": job}, indent=2) + "\n"
+    )  # fmt: skip
+
+
+def job_section(args: argparse.Namespace, kernel_mb_per_s: float) -> dict:
+    """Job output in memory against grep, then a large file streamed through the CLI."""
+    from gen_joblog import write as write_job
+
+    from forensics.grammar import family_grammar
+
+    log = OUT / f"job-{args.job_mb}.log"
+    if not log.exists():
+        write_job(log, args.job_mb, seed=1)
+    size_mb = log.stat().st_size / 1e6
+    pattern = "|".join(f"({to_ere(family_grammar(n).prefilter_regex())})" for n in ("nccl", "traceback", "trainlog"))
+    results = {
+        "grep": median_of(max(5, args.runs), lambda: grep_count(pattern, log)),
+        "ours": median_of(args.runs, lambda: child(CHILD_JOB, log)),
+        "ours_1thread": median_of(args.runs, lambda: child(CHILD_JOB, log, env={"POLARS_MAX_THREADS": "1"})),
+    }
+    ours = results["ours"]["seconds"]
+    print()
+    print(f"job output (nccl + torch + trainlog): {size_mb:.1f} MB, median of {args.runs} runs (grep: {max(5, args.runs)})")
+    print(f"{'method':<34}{'seconds':>9}{'MB/s':>9}{'ratio':>8}{'peak MB':>9}{'rows':>10}")
+    for name, r in (("grep -E -c (union of prefilters)", results["grep"]), ("ours (all cores)", results["ours"]),
+                    ("ours (POLARS_MAX_THREADS=1)", results["ours_1thread"])):  # fmt: skip
+        rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") else "-"
+        print(f"{name:<34}{r['seconds']:>9.3f}{size_mb / r['seconds']:>9.1f}{r['seconds'] / ours:>8.2f}{rss:>9}{r['rows']:>10,}")
+
+    big = OUT / f"job-{args.job_stream_mb}.log"
+    if not big.exists():
+        write_job(big, args.job_stream_mb, seed=2)
+    big_mb = big.stat().st_size / 1e6
+    streamed = child(CHILD_STREAM, big)
+    stream = {"file_mb": round(big_mb, 1), "seconds": round(streamed["seconds"], 2), "rows": streamed["rows"],
+              "mb_per_s": round(big_mb / streamed["seconds"], 1), "peak_rss_mb": round(streamed["rss_mb"]),
+              "vs_in_memory_mb_per_s": round((big_mb / streamed["seconds"]) / (size_mb / ours), 2),
+              "vs_kernel_mb_per_s": round((big_mb / streamed["seconds"]) / kernel_mb_per_s, 2)}  # fmt: skip
+    print(f"streamed to Parquet: {big_mb:,.0f} MB in {stream['seconds']:.1f} s, {stream['mb_per_s']:.1f} MB/s "
+          f"({stream['vs_in_memory_mb_per_s']:.2f}x in memory, {stream['vs_kernel_mb_per_s']:.2f}x kernel), "
+          f"peak {stream['peak_rss_mb']} MB, {stream['rows']:,} rows")  # fmt: skip
+    summary = {"file_mb": round(size_mb, 1), "ours_mb_per_s": round(size_mb / ours, 1),
+               "ours_1thread_mb_per_s": round(size_mb / results["ours_1thread"]["seconds"], 1),
+               "ours_over_grep": round(ours / results["grep"]["seconds"], 2)}  # fmt: skip
+    return {"summary": summary, "runs": results, "stream": stream}
 
 
 if __name__ == "__main__":
