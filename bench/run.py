@@ -152,6 +152,26 @@ def grep_count(pattern: str, path: Path) -> dict:
     return {"seconds": elapsed, "rows": int(proc.stdout.strip() or 0), "rss_mb": None}
 
 
+def print_methods(size_mb: float, ours: float, rows: list[tuple[str, dict]]) -> None:
+    """One line per method: its (scaled) median seconds, MB/s, ratio to ours, peak RSS and rows."""
+    print(f"{'method':<34}{'seconds':>9}{'MB/s':>9}{'ratio':>8}{'peak MB':>9}{'rows':>10}")
+    for name, r in rows:
+        seconds = r.get("scaled_seconds", r["seconds"])
+        rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") else "-"
+        print(f"{name:<34}{seconds:>9.3f}{size_mb / seconds:>9.1f}{seconds / ours:>8.2f}{rss:>9}{r['rows']:>10,}")
+
+
+def streamed_figures(path: Path, **reference_mb_per_s: float) -> dict:
+    """One ``forensics parse --format parquet`` run of ``path``: time, MB/s, peak RSS, rows, and the
+    MB/s as a ratio to each reference (``vs_<name>_mb_per_s``)."""
+    size_mb = path.stat().st_size / 1e6
+    streamed = child(CHILD_STREAM, path)
+    mb_per_s = size_mb / streamed["seconds"]
+    return {"file_mb": round(size_mb, 1), "seconds": round(streamed["seconds"], 2), "rows": streamed["rows"],
+            "mb_per_s": round(mb_per_s, 1), "peak_rss_mb": round(streamed["rss_mb"]),
+            **{f"vs_{name}_mb_per_s": round(mb_per_s / ref, 2) for name, ref in reference_mb_per_s.items()}}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="gpu-forensics benchmarks")
     ap.add_argument("--lines", type=int, default=1_000_000)
@@ -202,30 +222,21 @@ def main() -> None:
                     "re>=3x_ours": results["re"]["seconds"] >= 3 * ours},  # fmt: skip
     }
     print(f"kernel source: {args.lines:,} lines, {size_mb:.1f} MB, median of {args.runs} runs (grep: {max(5, args.runs)})")
-    print(f"{'method':<34}{'seconds':>9}{'MB/s':>9}{'ratio':>8}{'peak MB':>9}{'rows':>10}")
-    rows = [
+    print_methods(size_mb, ours, [
         ("grep -E -c (prefilter pattern)", results["grep"]),
         ("ours (all cores)", results["ours"]),
         ("ours (POLARS_MAX_THREADS=1)", results["ours_1thread"]),
         ("per-line Python re baseline", results["re"]),
         (f"Lark on every record ({args.lark_lines:,} lines, scaled)", results["lark_every_record"]),
-    ]
-    for name, r in rows:
-        seconds = r.get("scaled_seconds", r["seconds"])
-        rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") else "-"
-        print(f"{name:<34}{seconds:>9.3f}{size_mb / seconds:>9.1f}{seconds / ours:>8.2f}{rss:>9}{r['rows']:>10,}")
+    ])  # fmt: skip
     print("targets:", ", ".join(f"{k} {'OK' if v else 'MISSED'}" for k, v in summary["targets"].items()))
 
     journal_log = OUT / f"journal-{args.journal_mb}.json"
     if not journal_log.exists():
         write_journal(journal_log, args.journal_mb, seed=1)
-    journal_mb = journal_log.stat().st_size / 1e6
-    streamed = child(CHILD_STREAM, journal_log)
-    journal = {"file_mb": round(journal_mb, 1), "seconds": round(streamed["seconds"], 2), "rows": streamed["rows"],
-               "mb_per_s": round(journal_mb / streamed["seconds"], 1), "peak_rss_mb": round(streamed["rss_mb"]),
-               "vs_kernel_mb_per_s": round((journal_mb / streamed["seconds"]) / (size_mb / ours), 2)}  # fmt: skip
+    journal = streamed_figures(journal_log, kernel=size_mb / ours)
     print()
-    print(f"journal source: -o json export, {journal_mb:,.0f} MB, streamed to Parquet (one run)")
+    print(f"journal source: -o json export, {journal['file_mb']:,.0f} MB, streamed to Parquet (one run)")
     print(f"{'seconds':>9}{'MB/s':>9}{'peak MB':>9}{'rows':>12}{'MB/s vs kernel':>16}")
     print(f"{journal['seconds']:>9.1f}{journal['mb_per_s']:>9.1f}{journal['peak_rss_mb']:>9}{journal['rows']:>12,}{journal['vs_kernel_mb_per_s']:>16.2f}")
     job = job_section(args, size_mb / ours)
@@ -253,22 +264,14 @@ def job_section(args: argparse.Namespace, kernel_mb_per_s: float) -> dict:
     ours = results["ours"]["seconds"]
     print()
     print(f"job output (nccl + torch + trainlog): {size_mb:.1f} MB, median of {args.runs} runs (grep: {max(5, args.runs)})")
-    print(f"{'method':<34}{'seconds':>9}{'MB/s':>9}{'ratio':>8}{'peak MB':>9}{'rows':>10}")
-    for name, r in (("grep -E -c (union of prefilters)", results["grep"]), ("ours (all cores)", results["ours"]),
-                    ("ours (POLARS_MAX_THREADS=1)", results["ours_1thread"])):  # fmt: skip
-        rss = f"{r['rss_mb']:.0f}" if r.get("rss_mb") else "-"
-        print(f"{name:<34}{r['seconds']:>9.3f}{size_mb / r['seconds']:>9.1f}{r['seconds'] / ours:>8.2f}{rss:>9}{r['rows']:>10,}")
+    print_methods(size_mb, ours, [("grep -E -c (union of prefilters)", results["grep"]), ("ours (all cores)", results["ours"]),
+                                  ("ours (POLARS_MAX_THREADS=1)", results["ours_1thread"])])  # fmt: skip
 
     big = OUT / f"job-{args.job_stream_mb}.log"
     if not big.exists():
         write_job(big, args.job_stream_mb, seed=2)
-    big_mb = big.stat().st_size / 1e6
-    streamed = child(CHILD_STREAM, big)
-    stream = {"file_mb": round(big_mb, 1), "seconds": round(streamed["seconds"], 2), "rows": streamed["rows"],
-              "mb_per_s": round(big_mb / streamed["seconds"], 1), "peak_rss_mb": round(streamed["rss_mb"]),
-              "vs_in_memory_mb_per_s": round((big_mb / streamed["seconds"]) / (size_mb / ours), 2),
-              "vs_kernel_mb_per_s": round((big_mb / streamed["seconds"]) / kernel_mb_per_s, 2)}  # fmt: skip
-    print(f"streamed to Parquet: {big_mb:,.0f} MB in {stream['seconds']:.1f} s, {stream['mb_per_s']:.1f} MB/s "
+    stream = streamed_figures(big, in_memory=size_mb / ours, kernel=kernel_mb_per_s)
+    print(f"streamed to Parquet: {stream['file_mb']:,.0f} MB in {stream['seconds']:.1f} s, {stream['mb_per_s']:.1f} MB/s "
           f"({stream['vs_in_memory_mb_per_s']:.2f}x in memory, {stream['vs_kernel_mb_per_s']:.2f}x kernel), "
           f"peak {stream['peak_rss_mb']} MB, {stream['rows']:,} rows")  # fmt: skip
     summary = {"file_mb": round(size_mb, 1), "ours_mb_per_s": round(size_mb / ours, 1),
