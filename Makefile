@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-CORPUS_LOGS = $(shell find corpus -mindepth 3 -type f | LC_ALL=C sort)
+DEMO_DATASET ?= build/corpus.ds
 
 .PHONY: demo test bench clean
 
@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-demo: $(STAMP)  ## parse every log of the bundled corpus (sources decided by content) and print what it holds
-	$(BIN)/forensics parse --format summary $(CORPUS_LOGS)
+demo: $(STAMP)  ## ingest the bundled corpus into a Parquet dataset (sources decided by content) and print what it holds
+	@mkdir -p $(dir $(DEMO_DATASET))
+	$(BIN)/forensics ingest corpus -o $(DEMO_DATASET) --quiet
 
 test: $(STAMP)  ## the test suite
 	$(BIN)/python -m pytest

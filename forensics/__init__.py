@@ -2,21 +2,24 @@
 
 >>> import forensics
 >>> sorted(forensics.TABLES)
-['events', 'files', 'gpus', 'incidents', 'metrics']
+['events', 'files', 'gpus', 'identities', 'incidents', 'metrics']
 """
 
 from __future__ import annotations
 
 from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
+from . import ingest  # a callable package: forensics.ingest(paths, dataset)
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
-from .schema import EVENTS, FILES, GPUS, INCIDENTS, KINDS, METRICS, TABLES
+from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
+from .store import open_dataset
 
 __all__ = [
     "EVENTS",
     "FILES",
     "ForensicsError",
     "GPUS",
+    "IDENTITIES",
     "INCIDENTS",
     "InputError",
     "KINDS",
@@ -25,6 +28,8 @@ __all__ = [
     "TABLES",
     "UnknownSourceError",
     "canonical_bdf",
+    "ingest",
+    "open_dataset",
     "parse_bytes",
     "parse_file",
 ]

@@ -125,6 +125,85 @@ class _Writer:
             self.parquet.close()
 
 
+class _Bytes(click.ParamType):
+    """A byte count: ``1073741824``, ``512M``, ``2G``, ``1.5GiB``."""
+
+    name = "bytes"
+    _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        import re
+
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(value), re.I)
+        if not m or float(m[1]) <= 0:
+            self.fail(f"{value!r} is not a byte count such as 512M or 2G", param, ctx)
+        return int(float(m[1]) * self._UNITS[m[2].lower()])
+
+
+@main.command("ingest")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The dataset folder (made if missing; an existing dataset is updated).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: every core).")
+@click.option("--max-file-bytes", type=_Bytes(), default="1G", show_default=True,
+              help="Cap on the decompressed size of one file; larger ones are listed with an error.")
+@click.option("--max-incident-bytes", type=_Bytes(), default="8G", show_default=True,
+              help="Cap on the decompressed bytes of one incident.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress, only the summary.")
+def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_bytes: int,
+               max_incident_bytes: int, quiet: bool) -> None:  # fmt: skip
+    """Read incident folders and archives into a Parquet dataset, then print what it holds.
+
+    Each PATH is an incident (a folder or archive) or a folder of incidents.
+
+    Example: forensics ingest /archive/incidents -o incidents.ds --jobs 8
+    """
+    from .ingest import ingest
+    from .store import open_dataset
+
+    bar = None if quiet else _progress()
+    report = ingest(paths, out, jobs=jobs, max_file_bytes=max_file_bytes,
+                           max_incident_bytes=max_incident_bytes, progress=bar)  # fmt: skip
+    if bar is not None:
+        bar.close()
+    for d in report.done:
+        if d.status == "failed":
+            click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
+    for p in report.skipped:
+        click.echo(f"Note: {p}: not an incident (a loose file beside incidents); skipped", err=True)
+    counts = ", ".join(f"{report.count(s)} {s}" for s in ("added", "replaced", "unchanged", "failed"))
+    click.echo(f"{report.dataset}: {counts}")
+    click.echo(output.dataset_text(open_dataset(out)), nl=False)
+    if report.count("failed"):
+        raise SystemExit(1)
+
+
+class _progress:
+    """A progress bar on a terminal (incidents, bytes, ETA); plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: Any, n: int, total: int) -> None:
+        if not self.tty:
+            what = f"{done.files} file(s), {done.events:,} events, {done.seconds:.1f} s" if done.status != "unchanged" else "unchanged"
+            click.echo(f"[{n}/{total}] {done.status} {done.id} ({what})", err=True)
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="incident", file=sys.stderr, dynamic_ncols=True)
+        self.bar.update(1)
+        self.bar.set_postfix_str(f"{done.id[:30]} {done.bytes / 1e6:.1f} MB", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 @main.command("sources")
 def sources_cmd() -> None:
     """List the sources and the printed forms each understands."""

@@ -118,3 +118,31 @@ def summary_text(events: pa.Table, files: pa.Table) -> str:
     for source, kind, n, nfiles in counts.iter_rows():
         lines.append(f"{source:<8}  {kind:<{width}}  {n:>8,}  {nfiles:>5}")
     return "\n".join(lines) + "\n"
+
+
+def dataset_text(ds: object) -> str:
+    """What a dataset holds: rows per table, then events per source and kind, and the files' totals."""
+    import polars as pl
+
+    tables = {name: getattr(ds, name) for name in ("incidents", "files", "events", "gpus", "metrics", "identities")}
+    sizes = {name: lf.select(pl.len()).collect().item() for name, lf in tables.items()}
+    files = tables["files"].select(
+        pl.len().alias("n"), pl.col("bytes").sum(), pl.col("lines").sum(), pl.col("records").sum(),
+        pl.col("unparsed").sum(), pl.col("source").is_null().sum().alias("unclaimed"),
+        pl.col("error").is_not_null().sum().alias("errors"),
+    ).collect().row(0, named=True)
+    out = [
+        "  ".join(f"{name} {n:,}" for name, n in sizes.items()),
+        f"files: {files['bytes'] or 0:,} bytes, {files['lines'] or 0:,} lines, {files['records'] or 0:,} records, "
+        f"{files['unparsed'] or 0:,} unparsed, {files['unclaimed']:,} claimed by no source, {files['errors']:,} with an error",
+    ]
+    counts = (
+        tables["events"].group_by("source", "kind")
+        .agg(events=pl.len(), incidents=pl.col("incident").n_unique())
+        .sort(["events", "source", "kind"], descending=[True, False, False]).collect()
+    )  # fmt: skip
+    width = max([len(k) for k in counts["kind"].to_list()] + [4])
+    out.append(f"{'SOURCE':<8}  {'KIND':<{width}}  {'EVENTS':>8}  {'INCIDENTS':>9}")
+    for source, kind, n, incidents in counts.iter_rows():
+        out.append(f"{source:<8}  {kind:<{width}}  {n:>8,}  {incidents:>9}")
+    return "\n".join(out) + "\n"

@@ -34,6 +34,7 @@ class Parsed:
     source: str | None
     gpus: pa.Table
     metrics: pa.Table = field(default_factory=METRICS.empty_table)
+    confidence: float | None = None
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -63,37 +64,56 @@ def parse_bytes(
     year: int | None = None,
     timezone: str | None = None,
     on_error: str = "keep",
+    unclaimed: str = "other",
 ) -> Parsed:
-    """Parse ``data`` (the content of ``file``) into events and its ``files`` row."""
+    """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
+
+    A file no source claims is read as ``other`` rows (``unclaimed="other"``, what ``forensics parse``
+    does) or only counted in its ``files`` row with ``source`` null (``unclaimed="list"``, what ingest
+    does with the configuration files and command outputs of an archive).
+    """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
-    chosen = _choose(data, source)
+    chosen, confidence = _choose(data, source)
+    if chosen is None and unclaimed == "list":
+        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=None)
+        return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
+                                                             size=len(data), confidence=confidence),
+                      source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
     module = sources.get(chosen or "kernel")
     result: SourceResult = module.parse(
         data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
     )
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
-    return Parsed(events=result.events, files=_files_row(result, incident=incident, file=file, source=chosen,
-                                                          size=len(data)), source=chosen, gpus=gpus, metrics=metrics)  # fmt: skip
+    files = _files_row(result, incident=incident, file=file, source=chosen, size=len(data), confidence=confidence)
+    return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence)
 
 
-def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int) -> pa.Table:
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``, the last one counted even without its newline."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int,
+               confidence: float | None = None) -> pa.Table:  # fmt: skip
     error = result.error
     if result.invalid_utf8_lines:
         note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
         error = f"{error}; {note}" if error else note
     row = {"incident": incident, "file": file, "source": source, "bytes": size, "lines": result.lines,
-           "records": result.records, "unparsed": result.unparsed, "error": error}  # fmt: skip
+           "records": result.records, "unparsed": result.unparsed, "error": error, "host": None,
+           "confidence": None if confidence is None else round(confidence, 3)}  # fmt: skip
     return pa.Table.from_pylist([row], schema=FILES)
 
 
-def _choose(head: bytes, source: str) -> str | None:
+def _choose(head: bytes, source: str) -> tuple[str | None, float | None]:
+    """The source for a file starting with ``head`` and how sure sniffing is (None when it was named)."""
     if source != "auto":
         sources.get(source)
-        return source
+        return source, None
     name, confidence = sources.sniff(head[:SNIFF_BYTES].decode("utf-8", "replace"))
-    return name if name and confidence >= MIN_CONFIDENCE else None
+    return (name if name and confidence >= MIN_CONFIDENCE else None), confidence
 
 
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
@@ -106,7 +126,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
     p = Path(path)
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
-        chosen = _choose(head, source)
+        chosen, confidence = _choose(head, source)
         streamed = chosen in JOB_SOURCES or (chosen == "journal" and journal._mode(head) != "text")
         if not streamed:
             stream.close()
@@ -132,7 +152,8 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
         records, unparsed = last.records, last.unparsed
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
                          error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0)  # fmt: skip
-    files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size)
+    files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size,
+                       confidence=confidence)
     yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())
 
 

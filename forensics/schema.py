@@ -105,6 +105,24 @@ FILES = pa.schema(
         pa.field("records", pa.int64(), nullable=False),
         pa.field("unparsed", pa.int64(), nullable=False),
         pa.field("error", pa.string()),
+        # added: the host the file was attributed to (ingest), and how sure sniffing was of its source
+        pa.field("host", pa.string()),
+        pa.field("confidence", pa.float64()),
+    ]
+)
+
+#: added: one row per GPU per host of an incident, every spelling of its identity (see forensics.ingest.align)
+IDENTITIES = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("gpu", pa.string()),
+        pa.field("uuid", pa.string()),
+        pa.field("serial", pa.string()),
+        pa.field("minor", pa.int32()),
+        pa.field("product", pa.string()),
+        pa.field("ranks", pa.list_(pa.int32())),
+        pa.field("learnt_from", pa.list_(pa.string())),
     ]
 )
 
@@ -115,6 +133,10 @@ INCIDENTS = pa.schema(
         pa.field("first_ts", TS),
         pa.field("last_ts", TS),
         pa.field("labels", pa.string()),  # JSON object from incident.toml
+        # added: where the incident was read from, and the digest of its content (ingest skips unchanged ones)
+        pa.field("path", pa.string()),
+        pa.field("digest", pa.string()),
+        pa.field("fingerprint", pa.string()),  # sizes and mtimes of its files: unchanged ones are not reread
     ]
 )
 
@@ -124,6 +146,7 @@ TABLES: dict[str, pa.Schema] = {
     "metrics": METRICS,
     "files": FILES,
     "incidents": INCIDENTS,
+    "identities": IDENTITIES,
 }
 
 SEVERITIES = ("debug", "info", "notice", "warning", "error", "critical")

@@ -11,9 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from forensics import output
+from forensics import output, sources
 from forensics.parse import parse_bytes
-from forensics import sources
 
 from .conftest import golden_cases
 

@@ -64,7 +64,7 @@ def test_empty_file() -> None:
     assert parsed.events.num_rows == 0
     assert parsed.files.to_pylist() == [
         {"incident": "", "file": "empty.log", "source": None, "bytes": 0, "lines": 0, "records": 0,
-         "unparsed": 0, "error": None}
+         "unparsed": 0, "error": None, "host": None, "confidence": 0.0}
     ]  # fmt: skip
 
 

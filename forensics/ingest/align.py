@@ -1,0 +1,324 @@
+"""Per incident: which host each file is from, one time line in UTC, and one identity per GPU.
+
+All of it is Polars over the incident's rows; nothing here reads files.
+
+*Hosts* — a file's host is the one its own rows name most often (journal and syslog host fields, NCCL
+``host:pid:tid`` prefixes, torchrun reports); else the host its container names (a bug report's
+``uname:`` line, a sosreport's ``hostname``); else the first folder below the incident root (an
+archive's name without its endings). Rows that name no host get their file's.
+
+*Clocks* — ``detail.ts_from`` says how each ``ts`` was obtained:
+
+- ``printed``: the stamp carried its zone; ``local``: wall clock read in ``incident.toml``'s
+  ``timezone``; ``assumed``: wall clock with no zone known, read as UTC;
+- year-less stamps (syslog, journal ``short``) are dated from, in order: ``incident.toml``'s ``year``,
+  the stamps of the incident's other files (same host first), the bug report's ``Date:``, the archive
+  member's modification time; ``detail.year_from`` says which;
+- ``aligned``: an uptime stamp (raw ``dmesg``) turned into UTC with the boot's wall-clock start,
+  learnt from another file of the same host and boot — lines with both stamps (kern.log with the
+  embedded uptime, journal realtime + monotonic) or the same message in a wall-clock file
+  (``dmesg -T``); ``detail.aligned_by`` names that file. Boots are split where the uptime goes back.
+
+*Identities* — one row per GPU per host: bus id, UUID, serial, minor number, product and the ranks
+that used it, from ``nvidia-smi`` dumps, NVRM identity lines, NCCL init lines and bug-report
+``/proc/driver/nvidia/gpus/*/information`` sections. Rows that name a rank but no GPU get the rank's
+GPU; rows that name a GPU (or a pid) but no rank get the rank that used it, when only one did.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from ..pci import canonical_bdf
+from ..sources import envelope
+from ..sources.base import short_host
+from .discover import strip_archive
+
+_TS = pl.Datetime("us", "UTC")
+IDENTITY_COLUMNS = {
+    "incident": pl.String, "host": pl.String, "gpu": pl.String, "uuid": pl.String, "serial": pl.String,
+    "minor": pl.Int32, "product": pl.String, "ranks": pl.List(pl.Int32), "learnt_from": pl.List(pl.String),
+}  # fmt: skip
+
+
+def set_detail(key: str, value: pl.Expr, *, when: pl.Expr) -> pl.Expr:
+    """``detail`` with ``key`` set to the string ``value`` on the rows where ``when`` holds."""
+    detail = pl.col("detail")
+    encoded = pl.concat_str(pl.lit(f'"{key}":'), pl.struct(v=value).struct.json_encode().str.slice(5).str.head(-1))
+    present = detail.str.contains(f'"{key}": ?', literal=False)
+    replaced = detail.str.replace(f'"{key}": ?(?:"[^"]*"|null)', encoded.str.replace_all(r"\$", "$$$$"))
+    spliced = pl.when(detail.str.strip_chars() == "{}").then(pl.concat_str(pl.lit("{"), encoded, pl.lit("}"))) \
+        .otherwise(pl.concat_str(pl.lit("{"), encoded, pl.lit(","), detail.str.strip_chars().str.slice(1)))  # fmt: skip
+    return pl.when(when).then(pl.when(present).then(replaced).otherwise(spliced)).otherwise(detail)
+
+
+def _detail(key: str) -> pl.Expr:
+    return pl.col("detail").str.json_path_match(f"$.{key}")
+
+
+# --- hosts -------------------------------------------------------------------------------------------
+
+
+def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[str, str]) -> pl.DataFrame:
+    """``files`` with its ``host`` column decided (see the module docstring)."""
+    from_rows = (
+        events.filter(pl.col("host").is_not_null())
+        .group_by("file", "host").agg(n=pl.len())
+        .sort(["file", "n", "host"], descending=[False, True, False])
+        .group_by("file", maintain_order=True).agg(content=pl.col("host").first())
+    )  # fmt: skip
+    containers = pl.DataFrame(
+        {"container": list(container_hosts), "from_container": list(container_hosts.values())},
+        schema={"container": pl.String, "from_container": pl.String},
+    )
+    folder = pl.col("file").str.split("#").list.first()
+    first_dir = pl.when(folder.str.contains("/")).then(folder.str.split("/").list.first())
+    out = (
+        files.join(from_rows, on="file", how="left")
+        .join(containers, on="container", how="left")
+        .with_columns(folder=first_dir.map_elements(strip_archive, return_dtype=pl.String))
+        .with_columns(host=short_host(pl.coalesce("content", "from_container", "folder")))
+        .drop("content", "from_container", "folder")
+    )
+    return out
+
+
+def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
+    """Rows that name no host get their file's."""
+    hosts = files.select("file", file_host="host")
+    return events.join(hosts, on="file", how="left", maintain_order="left").with_columns(
+        host=pl.coalesce("host", "file_host")
+    ).drop("file_host")
+
+
+# --- clocks ------------------------------------------------------------------------------------------
+
+
+def apply_timezone(events: pl.DataFrame, timezone: str | None) -> pl.DataFrame:
+    """Wall-clock stamps read as UTC for want of a zone, re-read in ``timezone``."""
+    if not timezone or events.height == 0:
+        return events
+    assumed = _detail("ts_from") == "assumed"
+    local = pl.col("ts").dt.replace_time_zone(None).dt.replace_time_zone(timezone, ambiguous="earliest",
+                                                                          non_existent="null").dt.convert_time_zone("UTC")  # fmt: skip
+    return events.with_columns(
+        ts=pl.when(assumed).then(local).otherwise(pl.col("ts")),
+        detail=set_detail("ts_from", pl.lit("local"), when=assumed),
+    )
+
+
+def date_yearless(events: pl.DataFrame, *, year: int | None, timezone: str | None,
+                  report_date: datetime | None, mtimes: dict[str, float]) -> pl.DataFrame:  # fmt: skip
+    """Give year-less stamps (kept in ``detail.stamp``) their year from the context."""
+    if events.height == 0:
+        return events
+    stamp = _detail("stamp")
+    need = events.with_row_index("_row").filter(pl.col("ts").is_null() & stamp.is_not_null()).with_columns(stamp=stamp)
+    need = need.filter(~pl.col("stamp").str.contains(r"^\s*\d+(?:\.\d+)?\s*$"))  # not an uptime
+    if need.height == 0:
+        return events
+    known = events.filter(pl.col("ts").is_not_null() & _detail("ts_from").is_in(["printed", "local", "assumed"]))
+    updates = []
+    for (file, host), part in need.group_by("file", "host", maintain_order=True):
+        chosen, source = _year_for(part, str(file), host, year=year, timezone=timezone, known=known,
+                                   report_date=report_date, mtimes=mtimes)  # fmt: skip
+        if chosen is None:
+            continue
+        ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("syslog"), year=chosen, timezone=timezone)
+        updates.append(part.select("_row", _ts=ts, _from=how, _year_from=pl.lit(source)))
+    if not updates:
+        return events
+    upd = pl.concat(updates)
+    out = events.with_row_index("_row").join(upd, on="_row", how="left", maintain_order="left")
+    hit = pl.col("_ts").is_not_null()
+    out = out.with_columns(ts=pl.coalesce("ts", "_ts")).with_columns(
+        detail=set_detail("ts_from", pl.col("_from"), when=hit)
+    ).with_columns(detail=set_detail("year_from", pl.col("_year_from"), when=hit))
+    return out.drop("_row", "_ts", "_from", "_year_from")
+
+
+def _year_for(part: pl.DataFrame, file: str, host: Any, *, year: int | None, timezone: str | None,
+              known: pl.DataFrame, report_date: datetime | None, mtimes: dict[str, float]) -> tuple[int | None, str]:  # fmt: skip
+    if year is not None:
+        return year, "incident.toml"
+    others = known.filter(pl.col("file") != file)
+    same_host = others.filter(pl.col("host") == host) if host is not None else others.clear()
+    reference: datetime | None = None
+    source = ""
+    for frame, name in ((same_host, "context"), (others, "context")):
+        if frame.height:
+            reference, source = frame.get_column("ts").median(), name  # type: ignore[assignment]
+            break
+    if reference is None and report_date is not None:
+        reference, source = report_date, "bug report date"
+    if reference is None and (mtime := mtimes.get(file.split("#")[0])) is not None:
+        reference, source = datetime.fromtimestamp(mtime, UTC), "archive mtime"
+    if reference is None:
+        return None, ""
+    best: tuple[float, int] | None = None
+    for candidate in (reference.year - 1, reference.year, reference.year + 1):
+        ts, _ = envelope.to_utc(pl.col("stamp"), pl.lit("syslog"), year=candidate, timezone=timezone)
+        value = part.select(ts.median()).item()
+        if value is None:
+            continue
+        distance = abs((value - reference).total_seconds())
+        if best is None or distance < best[0]:
+            best = (distance, candidate)
+    return (best[1], source) if best else (None, "")
+
+
+def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
+    """Turn uptime-only rows into UTC with the boot start learnt from the host's other files."""
+    if events.height == 0:
+        return events
+    ev = events.with_row_index("_row").with_columns(
+        _boot=(pl.col("uptime_s").forward_fill().diff().fill_null(0) < -1).cum_sum().over("file"),
+        _key=pl.col("message").str.slice(0, 300),
+        _us=(pl.col("uptime_s") * 1e6).round().cast(pl.Int64),
+    )
+    raw = ev.filter(pl.col("ts").is_null() & pl.col("uptime_s").is_not_null() & pl.col("host").is_not_null())
+    if raw.height == 0:
+        return events
+    raw_boots = raw.select("host", "file", "_boot").unique()
+    # Anchors with both stamps: the boot's start is ts - uptime (a median per boot of the anchor file).
+    both = ev.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null())
+    both = both.with_columns(_offset=pl.col("ts").dt.epoch("us") - pl.col("_us"))
+    boot_start = both.group_by("host", "file", "_boot").agg(_start=pl.col("_offset").median())
+    exact = (
+        raw.select("host", "file", "_boot", "_key", "_us")
+        .join(both.select("host", "_key", "_us", a_file="file", a_boot="_boot"), on=["host", "_key", "_us"])
+        .join(boot_start.rename({"file": "a_file", "_boot": "a_boot"}), on=["host", "a_file", "a_boot"])
+        .select("host", "file", "_boot", "a_file", _start="_start")
+    )
+    # Wall-clock-only files (dmesg -T): pair each message printed once in both.
+    wall = ev.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_null())
+    once = pl.len().over("host", "file", "_boot", "_key") == 1
+    by_message = (
+        raw.filter(once).select("host", "file", "_boot", "_key", "_us")
+        .join(wall.filter(pl.len().over("host", "file", "_key") == 1)
+              .select("host", "_key", a_file="file", a_us=pl.col("ts").dt.epoch("us")), on=["host", "_key"])  # fmt: skip
+        .select("host", "file", "_boot", "a_file", _start=(pl.col("a_us") - pl.col("_us")).cast(pl.Float64))
+    )
+    candidates = pl.concat([exact.with_columns(pl.col("_start").cast(pl.Float64)), by_message])
+    if candidates.height == 0:
+        return events
+    starts = (
+        candidates.join(raw_boots, on=["host", "file", "_boot"])
+        .group_by("host", "file", "_boot")
+        .agg(_start=pl.col("_start").median(), _by=pl.col("a_file").mode().sort().first())
+    )
+    out = ev.join(starts, on=["host", "file", "_boot"], how="left", maintain_order="left")
+    hit = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null() & pl.col("_start").is_not_null()
+    aligned = pl.from_epoch((pl.col("_start") + pl.col("_us")).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    out = out.with_columns(ts=pl.when(hit).then(aligned).otherwise(pl.col("ts")))
+    out = out.with_columns(detail=set_detail("ts_from", pl.lit("aligned"), when=hit)).with_columns(
+        detail=set_detail("aligned_by", pl.col("_by"), when=hit)
+    )
+    return out.drop("_row", "_boot", "_key", "_us", "_start", "_by")
+
+
+def report_date(text: str | None) -> datetime | None:
+    """The bug report's ``Date:`` (``date`` output: ``Sat Jan 25 10:40:01 UTC 2025``) in UTC, if readable."""
+    if not text:
+        return None
+    m = re.search(r"(\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (?:(\w+) )?(\d{4})", text)
+    if not m:
+        return None
+    try:
+        naive = datetime.strptime(f"{m[1]} {m[2]} {m[3]} {m[5]}", "%b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
+    return naive.replace(tzinfo=UTC)
+
+
+# --- identities --------------------------------------------------------------------------------------
+
+
+def information_facts(text: str) -> dict[str, Any]:
+    """A bug report's ``/proc/driver/nvidia/gpus/<bdf>/information`` section as identity fields.
+
+    >>> information_facts("Model: \\t\\t NVIDIA H100 80GB HBM3\\nGPU UUID: \\t GPU-1d2c\\nBus Location: \\t 0000:3b:00.0\\nDevice Minor: \\t 2\\n")
+    {'product': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-1d2c', 'gpu': '0000:3b:00.0', 'minor': 2}
+    """
+    fields = dict(re.findall(r"^([A-Za-z][A-Za-z ]*?):\s*(.*?)\s*$", text, re.M))
+    out: dict[str, Any] = {}
+    if fields.get("Model"):
+        out["product"] = fields["Model"]
+    if (uuid := fields.get("GPU UUID")) and uuid.startswith("GPU-"):
+        out["uuid"] = uuid
+    if gpu := canonical_bdf(fields.get("Bus Location", "")):
+        out["gpu"] = gpu
+    if (minor := fields.get("Device Minor", "")).isdigit():
+        out["minor"] = int(minor)
+    return out
+
+
+def identities(incident: str, events: pl.DataFrame, gpus: pl.DataFrame, facts: list[dict[str, Any]]) -> pl.DataFrame:
+    """One row per (host, GPU): every spelling and number the incident gives for it."""
+    parts = []
+    if gpus.height:
+        parts.append(gpus.select("host", "gpu", "uuid", "serial", pl.col("minor").cast(pl.Int32), "product",
+                                 rank=pl.lit(None, pl.Int32), learnt_from=pl.lit("nvidia-smi")))  # fmt: skip
+    driver = events.filter(pl.col("kind") == "gpu.driver")
+    if driver.height:
+        parts.append(driver.select("host", "gpu", uuid=_detail("uuid"), serial=_detail("serial"),
+                                   minor=_detail("minor").cast(pl.Int32, strict=False), product=pl.lit(None, pl.String),
+                                   rank=pl.lit(None, pl.Int32), learnt_from=pl.lit("NVRM")).filter(
+            pl.col("uuid").is_not_null() | pl.col("serial").is_not_null() | pl.col("minor").is_not_null()))  # fmt: skip
+    nccl = events.filter((pl.col("kind") == "nccl.init") & pl.col("gpu").is_not_null())
+    if nccl.height:
+        parts.append(nccl.select("host", "gpu", uuid=pl.lit(None, pl.String), serial=pl.lit(None, pl.String),
+                                 minor=pl.lit(None, pl.Int32), product=_detail("product"), rank=pl.col("rank"),
+                                 learnt_from=pl.lit("NCCL")))  # fmt: skip
+    if facts:
+        parts.append(pl.DataFrame(facts, schema={"host": pl.String, "gpu": pl.String, "uuid": pl.String,
+                                                 "serial": pl.String, "minor": pl.Int32, "product": pl.String},
+                                  strict=False).with_columns(rank=pl.lit(None, pl.Int32),
+                                                             learnt_from=pl.lit("bug report")))  # fmt: skip
+    if not parts:
+        return pl.DataFrame(schema=IDENTITY_COLUMNS)
+    rows = pl.concat(parts, how="vertical_relaxed")
+    # A UUID seen without a bus id joins the row that has both.
+    by_uuid = rows.filter(pl.col("gpu").is_not_null() & pl.col("uuid").is_not_null()).group_by("host", "uuid").agg(
+        _gpu=pl.col("gpu").first()
+    )
+    rows = rows.join(by_uuid, on=["host", "uuid"], how="left").with_columns(gpu=pl.coalesce("gpu", "_gpu")).drop("_gpu")
+    first = [pl.col(c).drop_nulls().first().alias(c) for c in ("uuid", "serial", "minor", "product")]
+    return (
+        rows.group_by("host", "gpu")
+        .agg(*first, ranks=pl.col("rank").drop_nulls().unique().sort(),
+             learnt_from=pl.col("learnt_from").unique().sort())  # fmt: skip
+        .with_columns(incident=pl.lit(incident))
+        .select(list(IDENTITY_COLUMNS))
+        .cast(IDENTITY_COLUMNS)  # type: ignore[arg-type]
+        .sort("host", "gpu", nulls_last=True)
+    )
+
+
+def fill_identities(events: pl.DataFrame, ids: pl.DataFrame) -> pl.DataFrame:
+    """Fill ``gpu`` from the rank and ``rank`` from the GPU (or the pid) where one alone fits."""
+    if events.height == 0:
+        return events
+    pairs = ids.filter(pl.col("gpu").is_not_null()).explode("ranks").filter(pl.col("ranks").is_not_null())
+    rank_gpu = pairs.group_by("host", "ranks").agg(_gpu=pl.col("gpu").unique()).filter(pl.col("_gpu").list.len() == 1)
+    gpu_rank = pairs.group_by("host", "gpu").agg(_rank=pl.col("ranks").unique()).filter(pl.col("_rank").list.len() == 1)
+    pid_rank = (
+        events.filter(pl.col("pid").is_not_null() & pl.col("rank").is_not_null())
+        .group_by("host", "pid").agg(_prank=pl.col("rank").unique())
+        .filter(pl.col("_prank").list.len() == 1)
+    )  # fmt: skip
+    out = (
+        events.with_row_index("_row")
+        .join(pid_rank.with_columns(pl.col("_prank").list.first()), on=["host", "pid"], how="left", maintain_order="left")
+        .with_columns(rank=pl.coalesce("rank", "_prank"))
+        .join(rank_gpu.with_columns(pl.col("_gpu").list.first()).rename({"ranks": "rank"}), on=["host", "rank"],
+              how="left", maintain_order="left")  # fmt: skip
+        .with_columns(gpu=pl.coalesce("gpu", "_gpu"))
+        .join(gpu_rank.with_columns(pl.col("_rank").list.first()), on=["host", "gpu"], how="left", maintain_order="left")
+        .with_columns(rank=pl.coalesce("rank", "_rank"))
+    )
+    return out.drop("_row", "_prank", "_gpu", "_rank")

@@ -1,0 +1,213 @@
+"""One incident in, its tables out: discover → sniff and parse every member → align.
+
+>>> import forensics.ingest.incident as inc, tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()); (d / "node7").mkdir()
+>>> _ = (d / "node7" / "dmesg").write_text("[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\\n")
+>>> t = inc.read_incident(inc.IncidentRef("demo", d))
+>>> t.events.select(["host", "kind", "code"]).to_pylist(), t.files.column("host").to_pylist()
+([{'host': 'node7', 'kind': 'gpu.xid', 'code': 79}], ['node7'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ..parse import count_lines, parse_bytes
+from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS
+from . import align, bugreport, discover
+from .archive import Limits
+from .discover import CONFIG, IncidentRef, Item
+
+_INFORMATION = re.compile(r"#/proc/driver/nvidia/gpus/[^/]+/information$")
+
+
+@dataclass
+class IncidentTables:
+    """Every table of one incident, ready to be stored."""
+
+    id: str
+    events: pa.Table
+    gpus: pa.Table
+    metrics: pa.Table
+    files: pa.Table
+    identities: pa.Table
+    incidents: pa.Table
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {"events": self.events, "gpus": self.gpus, "metrics": self.metrics, "files": self.files,
+                "identities": self.identities, "incidents": self.incidents}  # fmt: skip
+
+
+def digest(ref: IncidentRef, limits: Limits | None = None) -> str:
+    """A digest of the incident's content (every member's path and bytes, and its ``incident.toml``)."""
+    h = hashlib.blake2b(digest_size=16)
+    if ref.path.is_dir() and (ref.path / CONFIG).is_file():
+        h.update((ref.path / CONFIG).read_bytes())
+    for item in discover.members(ref, limits or Limits()):
+        _hash_item(h, item)
+    return h.hexdigest()
+
+
+def _hash_item(h: Any, item: Item) -> None:
+    m = item.member
+    h.update(f"{m.path}\0{len(m.data) if m.data is not None else -1}\0{m.error}\0".encode())
+    if m.data:
+        h.update(m.data)
+
+
+def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> IncidentTables:
+    """Read and parse every file of ``ref`` and align the result (see :mod:`.align`)."""
+    limits = limits or Limits()
+    config, config_error = dict(ref.config), ref.config_error
+    h = hashlib.blake2b(digest_size=16)
+    if ref.path.is_dir() and (ref.path / CONFIG).is_file():
+        h.update((ref.path / CONFIG).read_bytes())
+    events: list[pa.Table] = []
+    gpus: list[pa.Table] = []
+    metrics: list[pa.Table] = []
+    files: list[dict[str, Any]] = []
+    container_hosts: dict[str, str] = {}
+    facts: list[dict[str, Any]] = []
+    report_text: str | None = None
+    mtimes: dict[str, float] = {}
+    for item in discover.members(ref, limits):
+        _hash_item(h, item)
+        m = item.member
+        if m.path.rsplit("/", 1)[-1] == CONFIG and m.path.count("/") <= 1 and m.data is not None:
+            config, config_error = discover.read_config(m.data)
+            continue
+        if m.mtime is not None and ref.path.is_file():
+            mtimes[m.path.split("#")[0]] = m.mtime
+        if item.container and (host := discover.sos_hostname(item)):
+            container_hosts[item.container] = host
+        if m.path.endswith("#header") and m.data is not None:
+            info = bugreport.facts(m.data)
+            report_text = report_text or info.get("date")
+            if "host" in info:
+                container_hosts[item.container or m.path] = info["host"]
+        if _INFORMATION.search(m.path) and m.data:
+            facts.append({"file": m.path, **align.information_facts(m.data.decode("utf-8", "replace"))})
+        if m.data is None or not item.parse:
+            size = len(m.data) if m.data is not None else 0
+            files.append(_file_row(m.path, None, size, count_lines(m.data or b""), 0, 0, m.error, None, item))
+            continue
+        parsed = parse_bytes(m.data, file=m.path, unclaimed="list")
+        row = parsed.files.to_pylist()[0]
+        error = "; ".join(e for e in (m.error, row["error"]) if e) or None
+        files.append(_file_row(m.path, row["source"], row["bytes"], row["lines"], row["records"], row["unparsed"],
+                               error, row["confidence"], item))  # fmt: skip
+        shift = item.first_line - 1
+        events.append(_shift(parsed.events, shift))
+        gpus.append(_shift(parsed.gpus, shift))
+        metrics.append(_shift(parsed.metrics, shift))
+    incident_id = str(config.get("id") or ref.id)
+    strip = _top_folder([f["file"] for f in files], incident_id)
+    files_df = pl.DataFrame(files, schema={**_FILE_COLUMNS}) if files else pl.DataFrame(schema=_FILE_COLUMNS)
+    ev = _frame(events, EVENTS)
+    gp = _frame(gpus, GPUS)
+    mt = _frame(metrics, METRICS)
+    if strip:
+        ev, gp, mt, files_df = (_strip(df, strip) for df in (ev, gp, mt, files_df))
+        files_df = files_df.with_columns(pl.col("container").str.strip_prefix(strip))
+        container_hosts = {k.removeprefix(strip): v for k, v in container_hosts.items()}
+        facts = [{**f, "file": f["file"].removeprefix(strip)} for f in facts]
+        mtimes = {k.removeprefix(strip): v for k, v in mtimes.items()}
+    files_df = align.file_hosts(ev, files_df, container_hosts)
+    ev = align.fill_hosts(ev, files_df)
+    file_host = dict(files_df.select("file", "host").iter_rows())
+    gp = gp.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
+    mt = mt.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
+    facts = [{**f, "host": file_host.get(f["file"])} for f in facts]
+    timezone = config.get("timezone")
+    ev = align.apply_timezone(ev, timezone)
+    ev = align.date_yearless(ev, year=_int(config.get("year")), timezone=timezone,
+                             report_date=align.report_date(report_text), mtimes=mtimes)  # fmt: skip
+    ev = align.align_uptime(ev)
+    ids = align.identities(incident_id, ev, gp, facts)
+    ev = align.fill_identities(ev, ids)
+    ev = ev.with_columns(incident=pl.lit(incident_id))
+    gp = gp.with_columns(incident=pl.lit(incident_id))
+    mt = mt.with_columns(incident=pl.lit(incident_id))
+    files_df = files_df.with_columns(incident=pl.lit(incident_id))
+    labels = {k: v for k, v in config.items() if k != "id"}
+    if config_error:
+        labels["config_error"] = config_error
+    hosts = sorted(set(files_df.get_column("host").drop_nulls()) | set(ev.get_column("host").drop_nulls()))
+    incidents = pa.Table.from_pylist([{
+        "id": incident_id, "hosts": hosts,
+        "first_ts": ev.get_column("ts").min(), "last_ts": ev.get_column("ts").max(),
+        "labels": json.dumps(labels, default=_json_default, sort_keys=True),
+        "path": str(ref.path), "digest": h.hexdigest(),
+    }], schema=INCIDENTS)  # fmt: skip
+    return IncidentTables(
+        id=incident_id,
+        events=_arrow(ev, EVENTS),
+        gpus=_arrow(gp, GPUS),
+        metrics=_arrow(mt, METRICS),
+        files=_arrow(files_df, FILES),
+        identities=_arrow(ids, IDENTITIES),
+        incidents=incidents,
+    )
+
+
+_FILE_COLUMNS = {
+    "incident": pl.String, "file": pl.String, "source": pl.String, "bytes": pl.Int64, "lines": pl.Int64,
+    "records": pl.Int64, "unparsed": pl.Int64, "error": pl.String, "host": pl.String, "confidence": pl.Float64,
+    "container": pl.String,
+}  # fmt: skip
+
+
+def _file_row(path: str, source: str | None, size: int, lines: int, records: int, unparsed: int,
+              error: str | None, confidence: float | None, item: Item) -> dict[str, Any]:  # fmt: skip
+    return {"incident": "", "file": path, "source": source, "bytes": size, "lines": lines, "records": records,
+            "unparsed": unparsed, "error": error, "host": None, "confidence": confidence, "container": item.container}  # fmt: skip
+
+
+def _shift(table: pa.Table, by: int) -> pa.Table:
+    if not by or table.num_rows == 0:
+        return table
+    import pyarrow.compute as pc
+
+    i = table.schema.get_field_index("line")
+    return table.set_column(i, table.schema.field(i), pc.add(table.column(i), pa.scalar(by, pa.int64())))
+
+
+def _frame(tables: list[pa.Table], schema: pa.Schema) -> pl.DataFrame:
+    nonempty = [t for t in tables if t.num_rows]
+    return pl.from_arrow(pa.concat_tables(nonempty) if nonempty else schema.empty_table())  # type: ignore[return-value]
+
+
+def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
+    table = df.select(schema.names).to_arrow()
+    return pa.Table.from_arrays([table.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
+
+
+def _top_folder(paths: list[str], incident_id: str) -> str | None:
+    """The one folder every member lies in, when it is the incident's own (named like it)."""
+    tops = {p.split("/", 1)[0] for p in paths if "/" in p.split("#")[0]}
+    if len(tops) != 1 or any("/" not in p.split("#")[0] for p in paths):
+        return None
+    top = tops.pop()
+    return f"{top}/" if discover.strip_archive(top) == incident_id else None
+
+
+def _strip(df: pl.DataFrame, prefix: str) -> pl.DataFrame:
+    return df.with_columns(pl.col("file").str.strip_prefix(prefix))
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+
+
+def _json_default(value: Any) -> str:
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    return str(value)

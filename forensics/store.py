@@ -1,0 +1,266 @@
+"""The dataset on disk: one Parquet file per table per incident, readable without this package.
+
+Layout (``DATASET/``)::
+
+    dataset.json                         format and version
+    events/<key>.<digest>.parquet        one file per incident and table (zstd), also gpus/, metrics/,
+    ...                                  files/, identities/
+    incidents/<key>.parquet              the incident's record: id, hosts, times, labels, path, digest
+
+``<key>`` is made from the incident id, ``<digest>`` from its content. Any Parquet reader takes a table
+with a glob (``pl.scan_parquet("DATASET/events/*.parquet")``, DuckDB ``read_parquet('DATASET/events/*.parquet')``).
+
+Writes are atomic per incident: its table files are written under temporary names and renamed into
+place, then its ``incidents/<key>.parquet`` record is replaced — that rename is the commit. The old
+version's files are deleted after it. A run killed at any moment leaves every committed incident
+readable: :func:`open_dataset` reads only the files its records name, and the next ingest deletes what
+a killed run left half-written and redoes that incident. One ingest at a time holds ``.lock``.
+
+>>> import tempfile, forensics.store as store
+>>> d = store.Dataset.create(tempfile.mkdtemp() + "/ds")
+>>> d.state()
+{}
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import InputError
+from .schema import INCIDENTS, TABLES
+
+FORMAT = {"format": "gpu-forensics dataset", "version": 1}
+#: Tables stored per incident besides ``incidents`` (its record, written last).
+PARTS = tuple(name for name in TABLES if name != "incidents")
+
+
+def incident_key(incident_id: str) -> str:
+    """A file-name-safe key for an incident id, unique per id.
+
+    >>> incident_key("pcie/fatal hang #3")
+    'pcie_fatal_hang_3-d2758d9b'
+    """
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", incident_id).strip("._")[:80] or "incident"
+    return f"{slug}-{hashlib.blake2b(incident_id.encode(), digest_size=4).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the dataset knows of one stored incident."""
+
+    key: str
+    id: str
+    path: str | None
+    digest: str
+    fingerprint: str | None
+
+
+class Dataset:
+    """A dataset folder: create or open it, commit incidents, read its tables back."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def create(cls, root: str | Path) -> Dataset:
+        """Open the dataset at ``root``, making it if it does not exist (an unrelated folder is refused)."""
+        root = Path(root).expanduser()
+        marker = root / "dataset.json"
+        if root.exists() and not root.is_dir():
+            raise InputError(f"{root}: exists and is not a folder")
+        if root.is_dir() and any(root.iterdir()) and not marker.is_file():
+            raise InputError(f"{root}: a folder that is not a gpu-forensics dataset (no dataset.json); give a new or empty one")
+        if not root.parent.is_dir():
+            raise InputError(f"{root.parent}: no such directory")
+        for name in (*PARTS, "incidents"):
+            (root / name).mkdir(parents=True, exist_ok=True)
+        if not marker.is_file():
+            _atomic_write(marker, json.dumps(FORMAT, indent=2).encode() + b"\n")
+        return cls(root)
+
+    @classmethod
+    def open(cls, root: str | Path) -> Dataset:
+        root = Path(root).expanduser()
+        marker = root / "dataset.json"
+        if not marker.is_file():
+            raise InputError(f"{root}: not a gpu-forensics dataset (no dataset.json); make one with `forensics ingest`")
+        version = json.loads(marker.read_text("utf-8")).get("version")
+        if version != FORMAT["version"]:
+            raise InputError(f"{root}: dataset format version {version}, this gpu-forensics reads {FORMAT['version']}")
+        return cls(root)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the dataset's write lock (one ingest at a time)."""
+        with (self.root / ".lock").open("a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InputError(f"{self.root}: another ingest is writing this dataset") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def state(self) -> dict[str, Record]:
+        """The committed incidents, by key."""
+        out: dict[str, Record] = {}
+        for path in sorted((self.root / "incidents").glob("*.parquet")):
+            try:
+                row = pq.read_table(path, columns=["id", "path", "digest", "fingerprint"]).to_pylist()[0]
+            except (OSError, pa.ArrowException, IndexError):
+                continue  # unreadable record: the incident counts as not stored and is redone
+            out[path.stem] = Record(path.stem, row["id"], row["path"], row["digest"] or "", row["fingerprint"])
+        return out
+
+    def part_path(self, table: str, key: str, digest: str) -> Path:
+        return self.root / table / f"{key}.{digest[:16]}.parquet"
+
+    def commit(self, key: str, tables: dict[str, pa.Table]) -> None:
+        """Store one incident's tables, replacing any earlier version of it."""
+        record = tables["incidents"]
+        digest = record.column("digest")[0].as_py()
+        for name in PARTS:
+            _write_parquet(self.part_path(name, key, digest), tables[name])
+        _write_parquet(self.root / "incidents" / f"{key}.parquet", record)  # the commit point
+        self._drop_versions(key, keep=digest)
+
+    def touch(self, key: str, fingerprint: str) -> None:
+        """Record a new fingerprint for an incident whose content did not change."""
+        path = self.root / "incidents" / f"{key}.parquet"
+        table = pq.read_table(path)
+        i = table.schema.get_field_index("fingerprint")
+        table = table.set_column(i, INCIDENTS.field("fingerprint"), pa.array([fingerprint], pa.string()))
+        _write_parquet(path, table)
+
+    def _drop_versions(self, key: str, *, keep: str | None) -> None:
+        for name in PARTS:
+            for path in (self.root / name).glob(f"{glob_escape(key)}.*.parquet"):
+                if keep is None or path.name != f"{key}.{keep[:16]}.parquet":
+                    path.unlink(missing_ok=True)
+
+    def clean(self) -> int:
+        """Delete what a killed run left: temporary files, and table files no record names. Returns how many."""
+        state = self.state()
+        removed = 0
+        for name in (*PARTS, "incidents"):
+            for path in (self.root / name).iterdir():
+                if path.name.startswith(".") and path.name.endswith(".tmp"):
+                    path.unlink(missing_ok=True)
+                    removed += 1
+                    continue
+                if name == "incidents" or not path.name.endswith(".parquet"):
+                    continue
+                key, _, rest = path.name.rpartition(".parquet")[0].rpartition(".")
+                record = state.get(key)
+                if record is None or record.digest[:16] != rest:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        return removed
+
+    def files_of(self, table: str) -> list[str]:
+        """The committed files of ``table``, one per incident."""
+        if table == "incidents":
+            return [str(p) for p in sorted((self.root / "incidents").glob("*.parquet"))]
+        return [str(self.part_path(table, r.key, r.digest)) for r in self.state().values()]
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        _write_all(f, data)
+    os.replace(tmp, path)
+
+
+def _write_all(f: IO[bytes], data: bytes) -> None:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+class OpenDataset:
+    """A stored dataset; each table is a Polars LazyFrame over the committed files.
+
+    ``.events``, ``.gpus``, ``.metrics``, ``.files``, ``.identities``, ``.incidents``.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.store = Dataset.open(root)
+        self.root = self.store.root
+        self._files = {name: self.store.files_of(name) for name in TABLES}
+
+    def table(self, name: str) -> pl.LazyFrame:
+        """The table ``name`` as a LazyFrame (an empty one with the schema when nothing is stored)."""
+        if name not in TABLES:
+            raise InputError(f"no table {name!r}; tables: {', '.join(TABLES)}")
+        files = self._files[name]
+        if not files:
+            return pl.LazyFrame(pl.from_arrow(TABLES[name].empty_table()))
+        return pl.scan_parquet(files)
+
+    @property
+    def events(self) -> pl.LazyFrame:
+        return self.table("events")
+
+    @property
+    def gpus(self) -> pl.LazyFrame:
+        return self.table("gpus")
+
+    @property
+    def metrics(self) -> pl.LazyFrame:
+        return self.table("metrics")
+
+    @property
+    def files(self) -> pl.LazyFrame:
+        return self.table("files")
+
+    @property
+    def identities(self) -> pl.LazyFrame:
+        return self.table("identities")
+
+    @property
+    def incidents(self) -> pl.LazyFrame:
+        return self.table("incidents")
+
+    def __repr__(self) -> str:
+        return f"<forensics dataset {self.root}: {len(self._files['incidents'])} incident(s)>"
+
+
+def open_dataset(root: str | Path) -> OpenDataset:
+    """Open a dataset written by ``forensics ingest``; its tables are Polars LazyFrames.
+
+    >>> import forensics, tempfile
+    >>> path = tempfile.mkdtemp() + "/ds"
+    >>> _ = forensics.store.Dataset.create(path)
+    >>> ds = forensics.open_dataset(path)
+    >>> ds.events.collect().shape, ds.incidents.collect().columns[:3]
+    ((0, 15), ['id', 'hosts', 'first_ts'])
+    """
+    return OpenDataset(root)
