@@ -212,13 +212,14 @@ def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
         .agg(_start=pl.col("_start").median(), _by=pl.col("a_file").mode().sort().first())
     )
     out = ev.join(starts, on=["host", "file", "_boot"], how="left", maintain_order="left")
-    hit = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null() & pl.col("_start").is_not_null()
+    out = out.with_columns(_hit=pl.col("ts").is_null() & pl.col("uptime_s").is_not_null() & pl.col("_start").is_not_null())
+    hit = pl.col("_hit")
     aligned = pl.from_epoch((pl.col("_start") + pl.col("_us")).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
     out = out.with_columns(ts=pl.when(hit).then(aligned).otherwise(pl.col("ts")))
     out = out.with_columns(detail=set_detail("ts_from", pl.lit("aligned"), when=hit)).with_columns(
         detail=set_detail("aligned_by", pl.col("_by"), when=hit)
     )
-    return out.drop("_row", "_boot", "_key", "_us", "_start", "_by")
+    return out.drop("_row", "_boot", "_key", "_us", "_start", "_by", "_hit")
 
 
 def report_date(text: str | None) -> datetime | None:

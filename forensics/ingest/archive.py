@@ -109,7 +109,7 @@ def safe_name(name: str) -> tuple[str, str | None]:
     clean = posixpath.normpath("/" + name.replace("\\", "/")).lstrip("/")
     parts = [p for p in clean.split("/") if p not in ("", ".", "..")]
     clean = "/".join(parts) or "_"
-    if clean == name.rstrip("/") or (clean == name.lstrip("./") and ".." not in name.split("/")):
+    if not name.startswith(("/", "\\")) and ".." not in name.replace("\\", "/").split("/"):
         return clean, None
     return clean, f"member name {name!r} leaves the archive; read as {clean!r}"
 

@@ -164,10 +164,12 @@ def members(ref: IncidentRef, limits: Limits) -> Iterator[Item]:
     else:
         stream = _dir_members(ref.path, limits)
         strip = None
+    # A sosreport tree given as the incident itself: its root is the container of every member.
+    whole_sos = ref.path.is_dir() and any((ref.path / d).is_dir() for d in ("sos_commands", "sos_reports"))
     for member in stream:
         if strip and member.path.startswith(strip + "/"):
             member.path = member.path[len(strip) + 1 :]
-        yield from _items(member)
+        yield from _items(member, sos_root="" if whole_sos else None)
 
 
 def _dir_members(root: Path, limits: Limits) -> Iterator[Member]:
@@ -187,8 +189,8 @@ def _dir_members(root: Path, limits: Limits) -> Iterator[Member]:
             yield from archive.expand_file(str(full), rel, limits=limits, mtime=_mtime(full))
 
 
-def _items(member: Member) -> Iterator[Item]:
-    sos = _sos_root(member.path)
+def _items(member: Member, *, sos_root: str | None = None) -> Iterator[Item]:
+    sos = sos_root if sos_root is not None else _sos_root(member.path)
     if member.data is not None and bugreport.is_bug_report(member.data[:4096]):
         for section in bugreport.split(member.data):
             listed_only = section.name == "header" or not section.data

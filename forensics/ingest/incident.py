@@ -86,7 +86,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
             continue
         if m.mtime is not None and ref.path.is_file():
             mtimes[m.path.split("#")[0]] = m.mtime
-        if item.container and (host := discover.sos_hostname(item)):
+        if item.container is not None and (host := discover.sos_hostname(item)):
             container_hosts[item.container] = host
         if m.path.endswith("#header") and m.data is not None:
             info = bugreport.facts(m.data)
@@ -108,6 +108,11 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         events.append(_shift(parsed.events, shift))
         gpus.append(_shift(parsed.gpus, shift))
         metrics.append(_shift(parsed.metrics, shift))
+    for f in files:  # a sosreport without a hostname file: the host in its folder's name
+        container = f["container"]
+        if container is not None and container not in container_hosts and not container.endswith((".log", ".gz")):
+            if host := discover.sos_name_host(container or ref.path.name):
+                container_hosts[container] = host
     incident_id = str(config.get("id") or ref.id)
     strip = _top_folder([f["file"] for f in files], incident_id)
     files_df = pl.DataFrame(files, schema={**_FILE_COLUMNS}) if files else pl.DataFrame(schema=_FILE_COLUMNS)

@@ -1,0 +1,263 @@
+"""Ingest: packaging, safety, hosts, clocks, identities, and the dataset's incremental, atomic writes."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+import forensics
+from forensics.cli import main
+from forensics.ingest import discover, incident
+
+SAMPLES = Path(__file__).parents[2] / "shared" / "samples"
+CORPUS = Path(__file__).parents[1] / "corpus"
+DMESG = (
+    "[    0.000000] Linux version 5.15.0-91-generic (buildd@lcy02) (gcc 11.4.0) #101-Ubuntu SMP\n"
+    "[ 1843.308145] NVRM: GPU at PCI:0000:3b:00: GPU-6a1b2c3d-1111-2222-3333-444455556666\n"
+    "[ 1850.100000] pcieport 0000:3a:00.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0\n"
+    "[ 1851.308145] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python, GPU has fallen off the bus.\n"
+)
+KERNLOG = (
+    "Jan 25 10:34:54 node1 kernel: [ 1843.308145] NVRM: GPU at PCI:0000:3b:00: GPU-6a1b2c3d-1111-2222-3333-444455556666\n"
+    "Jan 25 10:35:02 node1 kernel: [ 1851.308145] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python, GPU has fallen off the bus.\n"
+)
+SOS = "sosreport-gpu7-2025-01-25-abcdef"  # a folder holding only a sosreport tree: the tree is the incident
+ISO = "2025-01-25T10:30:00+0000 node1 kernel: usb 1-1: new high-speed USB device number 2\n"
+
+
+def _tar(members: dict[str, bytes], mode: str = "w") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1737801000
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _bug_report() -> bytes:
+    sep = b"_" * 44
+    nvsmi = (SAMPLES / "nvsmi" / "nvsmi-q-535.129.03-a10-remapped-rows-pending-01.txt").read_bytes()
+    sections = [
+        b"Start of NVIDIA bug report log file.  Please include this file, along\n"
+        b"nvidia-bug-report.sh Version: 35154\nDate: Sat Jan 25 10:40:01 UTC 2025\n"
+        b"uname: Linux a10-host 5.15.0-91-generic #101-Ubuntu SMP x86_64\n",
+        b"*** /var/log/kern.log\n*** ls: -rw-r----- 1 syslog adm 243 2025-01-25 /var/log/kern.log\n"
+        + KERNLOG.replace("node1", "a10-host").encode(),
+        b"*** /proc/driver/nvidia/gpus/0000:3b:00.0/information\n*** ls: -r--r--r-- 1 root root 0 x\n"
+        b"Model: \t\t NVIDIA A10\nIRQ:   \t\t 150\nGPU UUID: \t GPU-6a1b2c3d-1111-2222-3333-444455556666\n"
+        b"Bus Location: \t 0000:3b:00.0\nDevice Minor: \t 0\n",
+        b"*** /etc/missing.conf does not exist\n",
+        b"/usr/bin/nvidia-smi --query\n\n" + nvsmi,
+    ]
+    text = sections[0] + b"".join(b"\n" + sep + b"\n\n" + s for s in sections[1:]) + b"\nEnd of NVIDIA bug report log file.\n"
+    # one gzip member per section, as nvidia-bug-report.sh writes it
+    return b"".join(gzip.compress(part) for part in (text[:300], text[300:2000], text[2000:]))
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    """A folder of incidents in every packaging ingest reads."""
+    root = tmp_path / "incidents"
+    (root / "folder-inc" / "node1").mkdir(parents=True)
+    (root / "folder-inc" / "incident.toml").write_text('id = "folder-inc"\n[label]\nroot_cause = "pcie_link"\n')
+    (root / "folder-inc" / "node1" / "dmesg").write_text(DMESG)
+    (root / "folder-inc" / "node1" / "kern.log").write_text(KERNLOG)
+    (root / "folder-inc" / "node1" / "kern.log.1.gz").write_bytes(gzip.compress(ISO.encode()))
+    (root / "tgz-inc.tar.gz").write_bytes(gzip.compress(_tar({"node2/dmesg": DMESG.encode()})))
+    (root / "zst-inc.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(_tar({"node3/kern.log": KERNLOG.encode()})))
+    (root / "xz-inc.tar.xz").write_bytes(_tar({"xz-inc/node4/syslog.xz": _xz(ISO.encode())}, "w:xz"))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("node5/nvidia-bug-report.log.gz", _bug_report())
+        z.writestr("node5/inner.tgz", gzip.compress(_tar({"nested/dmesg": DMESG.encode()})))
+    (root / "zip-inc.zip").write_bytes(buf.getvalue())
+    sos = root / "sos-inc" / "sosreport-gpu7-2025-01-25-abcdef"
+    (sos / "var" / "log").mkdir(parents=True)
+    (sos / "sos_commands" / "kernel").mkdir(parents=True)
+    (sos / "etc").mkdir()
+    (sos / "hostname").write_text("gpu7.example.com\n")
+    (sos / "var" / "log" / "kern.log").write_text(KERNLOG.replace("node1 ", ""))
+    (sos / "sos_commands" / "kernel" / "dmesg").write_text(DMESG)
+    (sos / "etc" / "fstab").write_text("UUID=1 / ext4 defaults 0 1\n")
+    (root / "README.md").write_text("notes\n")
+    return root
+
+
+def _xz(data: bytes) -> bytes:
+    import lzma
+
+    return lzma.compress(data)
+
+
+def test_every_packaging_into_one_dataset(mixed: Path, tmp_path: Path) -> None:
+    report = forensics.ingest([mixed], tmp_path / "ds", jobs=1)
+    assert [d.status for d in report.done] == ["added"] * 6 and report.skipped == []
+    ds = forensics.open_dataset(tmp_path / "ds")
+    files = ds.files.collect().sort("incident", "file")
+    assert files.select("incident", "file", "source", "host").rows() == [
+        ("folder-inc", "node1/dmesg", "kernel", "node1"),
+        ("folder-inc", "node1/kern.log", "kernel", "node1"),
+        ("folder-inc", "node1/kern.log.1.gz", "kernel", "node1"),
+        (SOS, "etc/fstab", None, "gpu7"),
+        (SOS, "hostname", None, "gpu7"),
+        (SOS, "sos_commands/kernel/dmesg", "kernel", "gpu7"),
+        (SOS, "var/log/kern.log", "kernel", "gpu7"),
+        ("tgz-inc", "node2/dmesg", "kernel", "node2"),
+        ("xz-inc", "node4/syslog.xz", "kernel", "node1"),  # the host its lines name
+        ("zip-inc", "node5/inner.tgz/nested/dmesg", "kernel", "node5"),
+        ("zip-inc", "node5/nvidia-bug-report.log.gz#/etc/missing.conf", None, "a10-host"),
+        ("zip-inc", "node5/nvidia-bug-report.log.gz#/proc/driver/nvidia/gpus/0000:3b:00.0/information", None, "a10-host"),
+        ("zip-inc", "node5/nvidia-bug-report.log.gz#/usr/bin/nvidia-smi --query", "nvsmi", "a10-host"),
+        ("zip-inc", "node5/nvidia-bug-report.log.gz#/var/log/kern.log", "kernel", "a10-host"),
+        ("zip-inc", "node5/nvidia-bug-report.log.gz#header", None, "a10-host"),
+        ("zst-inc", "node3/kern.log", "kernel", "node1"),
+    ]
+    assert files.filter(pl.col("source").is_not_null())["records"].min() > 0
+    assert files["error"].drop_nulls().to_list() == ["the bug report says: does not exist"]
+    # bug-report lines keep the report's numbering; its identity section and nvidia-smi agree
+    kern = ds.events.filter(pl.col("file").str.ends_with("#/var/log/kern.log")).collect()
+    assert kern["line"].to_list() == [10, 11]  # lines 10-11 of the report
+    ids = ds.identities.filter(pl.col("incident") == "zip-inc").collect()
+    row = ids.filter(pl.col("gpu") == "0000:3b:00.0").row(0, named=True)
+    assert row["uuid"] == "GPU-6a1b2c3d-1111-2222-3333-444455556666" and row["product"] == "NVIDIA A10"
+    assert "bug report" in row["learnt_from"]
+    labels = json.loads(ds.incidents.filter(pl.col("id") == "folder-inc").collect()["labels"][0])
+    assert labels == {"label": {"root_cause": "pcie_link"}}
+
+
+def test_raw_dmesg_aligned_to_kern_log_and_year_from_context(mixed: Path) -> None:
+    t = incident.read_incident(discover.find_incidents([mixed / "folder-inc"]).incidents[0])
+    ev = pl.from_arrow(t.events).with_columns(how=pl.col("detail").str.json_path_match("$.ts_from"))
+    xid = ev.filter(pl.col("kind") == "gpu.xid").sort("file")
+    raw, wall = xid.row(0, named=True), xid.row(1, named=True)
+    assert (raw["file"], raw["how"]) == ("node1/dmesg", "aligned")
+    assert wall["ts"].isoformat() == "2025-01-25T10:35:02+00:00"  # year from the ISO stamps beside it
+    assert abs((raw["ts"] - wall["ts"]).total_seconds()) < 1
+    assert json.loads(wall["detail"])["year_from"] == "context"
+    # the AER line exists only in raw dmesg: it is aligned through the same boot
+    aer = ev.filter(pl.col("kind") == "pcie.aer").row(0, named=True)
+    assert aer["how"] == "aligned" and aer["ts"].isoformat().startswith("2025-01-25T10:35:00.79")
+    # identities: the Xid's GPU has the UUID its NVRM identity line gave
+    assert pl.from_arrow(t.identities).select("gpu", "uuid").rows() == [
+        ("0000:3b:00.0", "GPU-6a1b2c3d-1111-2222-3333-444455556666")
+    ]
+
+
+def test_timezone_from_incident_toml(tmp_path: Path) -> None:
+    inc = tmp_path / "tz"
+    (inc / "h").mkdir(parents=True)
+    (inc / "incident.toml").write_text('timezone = "America/New_York"\nyear = 2025\n')
+    (inc / "h" / "syslog").write_text(KERNLOG)
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events)
+    assert ev["ts"][0].isoformat() == "2025-01-25T15:34:54+00:00"
+    assert json.loads(ev["detail"][0])["ts_from"] == "local"
+
+
+def test_reingest_adds_nothing_and_jobs_agree(mixed: Path, tmp_path: Path) -> None:
+    one = forensics.ingest([mixed], tmp_path / "one", jobs=1)
+    again = forensics.ingest([mixed], tmp_path / "one", jobs=1)
+    assert again.count("unchanged") == 6 and again.count("added") == 0
+    forensics.ingest([mixed], tmp_path / "two", jobs=2)
+    a, b = forensics.open_dataset(tmp_path / "one"), forensics.open_dataset(tmp_path / "two")
+    for name in ("events", "files", "gpus", "metrics", "identities"):
+        order = {"identities": ["incident", "host", "gpu"], "files": ["incident", "file"]}.get(name, ["incident", "file", "line"])
+        assert a.table(name).collect().sort(order, nulls_last=True).equals(b.table(name).collect().sort(order, nulls_last=True)), name
+    assert a.incidents.drop("path", "fingerprint").collect().sort("id").equals(b.incidents.drop("path", "fingerprint").collect().sort("id"))
+    # a changed incident is replaced, not duplicated
+    (mixed / "folder-inc" / "node1" / "dmesg").write_text(DMESG + "[ 1900.000000] NVRM: Xid (PCI:0000:3b:00): 48, DBE\n")
+    changed = forensics.ingest([mixed], tmp_path / "one", jobs=1)
+    assert [d.status for d in changed.done].count("replaced") == 1
+    events = forensics.open_dataset(tmp_path / "one").events.filter(pl.col("incident") == "folder-inc").collect()
+    assert events.filter(pl.col("kind") == "gpu.xid")["code"].sort().to_list() == [48, 79, 79]
+    assert len(list((tmp_path / "one" / "events").glob("*.parquet"))) == 6 and one.count("added") == 6
+
+
+def test_killed_run_leaves_a_readable_dataset(mixed: Path, tmp_path: Path) -> None:
+    """A kill after an incident's table files are written but before its record commits."""
+    ds = tmp_path / "ds"
+    forensics.ingest([mixed / "folder-inc"], ds, jobs=1)
+    before = forensics.open_dataset(ds).events.collect()
+    store = forensics.store.Dataset.open(ds)
+    ref = discover.find_incidents([mixed / "tgz-inc.tar.gz"]).incidents[0]
+    tables = incident.read_incident(ref).tables()
+    key = forensics.store.incident_key(ref.id)
+    digest = tables["incidents"].column("digest")[0].as_py()
+    forensics.store._write_parquet(store.part_path("events", key, digest), tables["events"])  # then "kill -9"
+    (ds / "events" / ".half.parquet.123.tmp").write_bytes(b"PAR1 garbage")
+    assert forensics.open_dataset(ds).events.collect().equals(before)
+    forensics.ingest([mixed / "folder-inc", mixed / "tgz-inc.tar.gz"], ds, jobs=1)
+    clean = tmp_path / "clean"
+    forensics.ingest([mixed / "folder-inc", mixed / "tgz-inc.tar.gz"], clean, jobs=1)
+    got = forensics.open_dataset(ds).events.collect().sort("incident", "file", "line")
+    assert got.equals(forensics.open_dataset(clean).events.collect().sort("incident", "file", "line"))
+    assert sorted(p.name for p in (ds / "events").iterdir()) == sorted(p.name for p in (clean / "events").iterdir())
+
+
+def test_hostile_archives(tmp_path: Path) -> None:
+    root = tmp_path / "hostile"
+    root.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("../../evil", DMESG.encode()), ("/etc/cron.d/x", b"* * * * * root sh\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("h/passwd")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    (root / "traversal.tar").write_bytes(buf.getvalue())
+    (root / "truncated.tar.gz").write_bytes(gzip.compress(_tar({"a/dmesg": DMESG.encode(), "b/dmesg": DMESG.encode() * 400}))[:900])
+    # a gzip bomb: one member of 64 MiB of zeros, repeated: 2 GiB decompressed from about 4 MB
+    member = gzip.compress(b"\0" * (64 << 20), compresslevel=9)
+    bomb = root / "bomb"
+    bomb.mkdir()
+    (bomb / "zeros.log.gz").write_bytes(member * 32)
+    (bomb / "dmesg").write_text(DMESG)
+    report = forensics.ingest([root], tmp_path / "ds", jobs=1, max_file_bytes=128 << 20)
+    assert {d.id: d.status for d in report.done} == {"bomb": "added", "traversal": "added", "truncated": "added"}
+    files = forensics.open_dataset(tmp_path / "ds").files.collect().sort("incident", "file")
+    rows = {(r["incident"], r["file"]): r for r in files.iter_rows(named=True)}
+    assert "over" not in str(rows[("bomb", "dmesg")]["error"]) and rows[("bomb", "dmesg")]["records"] > 0
+    assert "more than the file cap of 134,217,728 bytes" in rows[("bomb", "zeros.log.gz")]["error"]
+    assert rows[("traversal", "evil")]["source"] == "kernel" and "leaves the archive" in rows[("traversal", "evil")]["error"]
+    assert "leaves the archive" in rows[("traversal", "etc/cron.d/x")]["error"]
+    assert rows[("traversal", "h/passwd")]["error"] == "symbolic link to '/etc/passwd'; not followed"
+    truncated = [r for k, r in rows.items() if k[0] == "truncated"]
+    assert any(r["error"] and "truncated or corrupt" in r["error"] for r in truncated)
+    assert not (tmp_path / "evil").exists() and not (tmp_path.parent / "evil").exists()
+
+
+def test_cli_ingest_corpus(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["ingest", str(CORPUS), "-o", str(tmp_path / "ds"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{tmp_path / 'ds'}: 15 added, 0 replaced, 0 unchanged, 0 failed"
+    assert lines[1] == "incidents 15  files 15  events 735  gpus 1  metrics 0  identities 4"
+    assert lines[2] == ("files: 151,746 bytes, 1,029 lines, 735 records, 0 unparsed, 0 claimed by no source, "
+                        "0 with an error")  # fmt: skip
+    assert lines[4].split() == ["kernel", "gpu.xid", "653", "4"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ingest", "/nonexistent/x", "-o", "{tmp}/ds"], "Error: /nonexistent/x: no such file or directory"),
+        (["ingest", "{corpus}", "-o", "{corpus}"], "a folder that is not a gpu-forensics dataset (no dataset.json)"),
+        (["ingest", "{corpus}", "-o", "{tmp}/ds", "--max-file-bytes", "lots"], "is not a byte count"),
+    ],
+)
+def test_cli_ingest_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    args = [a.format(tmp=tmp_path, corpus=CORPUS) for a in args]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0 and message in result.output.replace("\n", " ")
