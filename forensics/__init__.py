@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
 from . import ingest  # a callable package: forensics.ingest(paths, dataset)
+from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
 from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
