@@ -163,9 +163,9 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
     from .ingest import ingest
     from .store import open_dataset
 
-    bar = None if quiet else _progress()
-    report = ingest(paths, out, jobs=jobs, max_file_bytes=max_file_bytes,
-                           max_incident_bytes=max_incident_bytes, progress=bar)  # fmt: skip
+    bar = None if quiet else _Progress()
+    report = ingest(paths, out, jobs=jobs, max_file_bytes=max_file_bytes, max_incident_bytes=max_incident_bytes,
+                    progress=bar)  # fmt: skip
     if bar is not None:
         bar.close()
     for d in report.done:
@@ -180,7 +180,7 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
         raise SystemExit(1)
 
 
-class _progress:
+class _Progress:
     """A progress bar on a terminal (incidents, bytes, ETA); plain lines otherwise."""
 
     def __init__(self) -> None:
@@ -189,8 +189,8 @@ class _progress:
 
     def __call__(self, done: Any, n: int, total: int) -> None:
         if not self.tty:
-            what = f"{done.files} file(s), {done.events:,} events, {done.seconds:.1f} s" if done.status != "unchanged" else "unchanged"
-            click.echo(f"[{n}/{total}] {done.status} {done.id} ({what})", err=True)
+            what = "" if done.status == "unchanged" else f" ({done.files} file(s), {done.events:,} events, {done.seconds:.1f} s)"
+            click.echo(f"[{n}/{total}] {done.status} {done.id}{what}", err=True)
             return
         if self.bar is None:
             from tqdm import tqdm
