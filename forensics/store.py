@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import polars as pl
 import pyarrow as pa
@@ -182,27 +181,26 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def _write_parquet(path: Path, table: pa.Table) -> None:
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A temporary name to write ``path`` under; renamed over it only when the writing succeeded."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    with _replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        _write_all(f, data)
-    os.replace(tmp, path)
-
-
-def _write_all(f: IO[bytes], data: bytes) -> None:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
+    with _replacing(path) as tmp:
+        tmp.write_bytes(data)
 
 
 class OpenDataset:

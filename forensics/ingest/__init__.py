@@ -21,6 +21,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from ..errors import InputError
 from ..store import Dataset, Record, incident_key
 from .archive import Limits
@@ -90,7 +92,7 @@ def ingest_one(ref: IncidentRef, dataset: str, known: Record | None, limits: Lim
         tables: IncidentTables = read_incident(ref, limits=limits)
         record = tables.incidents
         i = record.schema.get_field_index("fingerprint")
-        tables.incidents = record.set_column(i, record.schema.field(i), _one(print_))
+        tables.incidents = record.set_column(i, record.schema.field(i), pa.array([print_], pa.string()))
         store.commit(key, tables.tables())
     except Exception as exc:  # one broken incident must not stop the others; the report says why
         return Done(ref.id, str(ref.path), "failed", seconds=time.perf_counter() - start,
@@ -102,12 +104,6 @@ def ingest_one(ref: IncidentRef, dataset: str, known: Record | None, limits: Lim
         bytes=int(sum(v or 0 for v in files.column("bytes").to_pylist())),
         seconds=time.perf_counter() - start,
     )  # fmt: skip
-
-
-def _one(value: str):  # type: ignore[no-untyped-def]
-    import pyarrow as pa
-
-    return pa.array([value], pa.string())
 
 
 def ingest(
@@ -146,9 +142,9 @@ def ingest(
                 continue
             todo.append((ref, known))
         total = len(found.incidents)
-        for d in report.done:
+        for n, d in enumerate(report.done, 1):
             if progress:
-                progress(d, report.done.index(d) + 1, total)
+                progress(d, n, total)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
         if workers == 1:
             for ref, known in todo:

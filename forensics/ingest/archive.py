@@ -18,9 +18,11 @@ memory and time). A truncated or corrupt stream keeps what was readable, with th
 from __future__ import annotations
 
 import bz2
+import calendar
 import gzip
 import io
 import lzma
+import os
 import posixpath
 import tarfile
 import zipfile
@@ -59,6 +61,14 @@ class Member:
 
 class _CapExceeded(Exception):
     pass
+
+
+def over_cap(limits: Limits, size: int | None = None) -> str:
+    """Why a member is not read: which cap it passes (``size`` known from a header or ``stat``, or not)."""
+    which = "file" if limits.room() == limits.file_bytes else "incident"
+    cap = limits.file_bytes if which == "file" else limits.incident_bytes
+    what = f"{size:,} bytes, over" if size is not None else "decompresses to more than"
+    return f"{what} the {which} cap of {cap:,} bytes; not read (raise --max-{which}-bytes)"
 
 
 def compression(head: bytes) -> str | None:
@@ -120,6 +130,7 @@ def read_capped(stream: IO[bytes], limits: Limits) -> tuple[bytes, str | None]:
     Over a cap, the bytes are dropped (a bomb must not cost memory) and the error names the cap.
     """
     room = limits.room()
+    reason = over_cap(limits)  # worded before this read uses up the room
     chunks: list[bytes] = []
     got = 0
     error: str | None = None
@@ -133,13 +144,9 @@ def read_capped(stream: IO[bytes], limits: Limits) -> tuple[bytes, str | None]:
             if got > room:
                 raise _CapExceeded
     except _CapExceeded:
-        which = "file" if room == limits.file_bytes else "incident"
-        cap = limits.file_bytes if which == "file" else limits.incident_bytes
         limits.used += got
-        return b"", f"decompresses to more than the {which} cap of {cap:,} bytes; not read (raise --max-{which}-bytes)"
-    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
-        error = f"truncated or corrupt stream after {got:,} bytes: {_reason(exc)}"
-    except Exception as exc:  # zstandard.ZstdError and friends
+        return b"", reason
+    except Exception as exc:  # EOFError, zlib/lzma errors, zstandard.ZstdError: keep what was read
         error = f"truncated or corrupt stream after {got:,} bytes: {_reason(exc)}"
     limits.used += got
     return b"".join(chunks), error
@@ -197,8 +204,7 @@ def expand_file(fs_path: str, name: str, *, limits: Limits, mtime: float | None 
             if not is_tar(head):
                 size = _size(raw)
                 if size > limits.room():
-                    which = "file" if limits.room() == limits.file_bytes else "incident"
-                    yield Member(name, None, f"{size:,} bytes, over the {which} cap; not read (raise --max-{which}-bytes)", mtime)  # fmt: skip
+                    yield Member(name, None, over_cap(limits, size), mtime)
                     return
                 data = raw.read()
                 limits.used += len(data)
@@ -226,8 +232,6 @@ def expand_file(fs_path: str, name: str, *, limits: Limits, mtime: float | None 
 
 
 def _size(f: IO[bytes]) -> int:
-    import os
-
     return os.fstat(f.fileno()).st_size
 
 
@@ -285,9 +289,9 @@ def iter_tar(stream: IO[bytes], *, prefix: str, limits: Limits, depth: int = 1) 
                     yield Member(where, None, _join(renamed, "not a regular file (device, fifo); not read"), info.mtime)
                     continue
                 if info.size > limits.room():
-                    which = "file" if limits.room() == limits.file_bytes else "incident"
-                    yield Member(where, None, _join(renamed, f"{info.size:,} bytes, over the {which} cap; not read (raise --max-{which}-bytes)"), info.mtime)  # fmt: skip
-                    if which == "incident":
+                    full = limits.room() < limits.file_bytes
+                    yield Member(where, None, _join(renamed, over_cap(limits, info.size)), info.mtime)
+                    if full:
                         yield Member(prefix, None, f"incident cap of {limits.incident_bytes:,} bytes reached after {count} member(s); rest not read")  # fmt: skip
                         return
                     continue
@@ -300,9 +304,7 @@ def iter_tar(stream: IO[bytes], *, prefix: str, limits: Limits, depth: int = 1) 
                     if member.path == where:
                         member.error = _join(_join(renamed, error), member.error)
                     yield member
-    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
-        yield Member(prefix, None, f"truncated or corrupt tar after {count} member(s): {_reason(exc)}")
-    except Exception as exc:  # decompressor errors of other libraries (zstandard)
+    except Exception as exc:  # tarfile, EOF and decompressor errors (zlib, lzma, zstandard): keep what was read
         yield Member(prefix, None, f"truncated or corrupt tar after {count} member(s): {_reason(exc)}")
 
 
@@ -338,8 +340,6 @@ def iter_zip(stream: IO[bytes], *, prefix: str, limits: Limits, depth: int = 1) 
 
 
 def _zip_mtime(info: zipfile.ZipInfo) -> float | None:
-    import calendar
-
     try:
         return float(calendar.timegm((*info.date_time, 0, 0, 0)))
     except (ValueError, OverflowError):

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..parse import count_lines, parse_bytes
 from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS
+from ..sources.base import to_schema
 from . import align, bugreport, discover
 from .archive import Limits
 from .discover import CONFIG, IncidentRef, Item
@@ -48,12 +49,18 @@ class IncidentTables:
 
 def digest(ref: IncidentRef, limits: Limits | None = None) -> str:
     """A digest of the incident's content (every member's path and bytes, and its ``incident.toml``)."""
-    h = hashlib.blake2b(digest_size=16)
-    if ref.path.is_dir() and (ref.path / CONFIG).is_file():
-        h.update((ref.path / CONFIG).read_bytes())
+    h = _new_digest(ref)
     for item in discover.members(ref, limits or Limits()):
         _hash_item(h, item)
     return h.hexdigest()
+
+
+def _new_digest(ref: IncidentRef) -> Any:
+    """The digest's start: a folder's ``incident.toml`` (an archive's is one of its members)."""
+    h = hashlib.blake2b(digest_size=16)
+    if ref.path.is_dir() and (ref.path / CONFIG).is_file():
+        h.update((ref.path / CONFIG).read_bytes())
+    return h
 
 
 def _hash_item(h: Any, item: Item) -> None:
@@ -67,9 +74,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     """Read and parse every file of ``ref`` and align the result (see :mod:`.align`)."""
     limits = limits or Limits()
     config, config_error = dict(ref.config), ref.config_error
-    h = hashlib.blake2b(digest_size=16)
-    if ref.path.is_dir() and (ref.path / CONFIG).is_file():
-        h.update((ref.path / CONFIG).read_bytes())
+    h = _new_digest(ref)
     events: list[pa.Table] = []
     gpus: list[pa.Table] = []
     metrics: list[pa.Table] = []
@@ -154,11 +159,11 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     }], schema=INCIDENTS)  # fmt: skip
     return IncidentTables(
         id=incident_id,
-        events=_arrow(ev, EVENTS),
-        gpus=_arrow(gp, GPUS),
-        metrics=_arrow(mt, METRICS),
-        files=_arrow(files_df, FILES),
-        identities=_arrow(ids, IDENTITIES),
+        events=to_schema(ev, EVENTS),
+        gpus=to_schema(gp, GPUS),
+        metrics=to_schema(mt, METRICS),
+        files=to_schema(files_df, FILES),
+        identities=to_schema(ids, IDENTITIES),
         incidents=incidents,
     )
 
@@ -188,11 +193,6 @@ def _shift(table: pa.Table, by: int) -> pa.Table:
 def _frame(tables: list[pa.Table], schema: pa.Schema) -> pl.DataFrame:
     nonempty = [t for t in tables if t.num_rows]
     return pl.from_arrow(pa.concat_tables(nonempty) if nonempty else schema.empty_table())  # type: ignore[return-value]
-
-
-def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
-    table = df.select(schema.names).to_arrow()
-    return pa.Table.from_arrays([table.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
 
 
 def _top_folder(paths: list[str], incident_id: str) -> str | None:

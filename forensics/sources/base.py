@@ -35,10 +35,13 @@ def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:
     """Normalize to exactly the ``events`` schema of DESIGN.md: column order, types, nullability."""
     if isinstance(rows, list):
         return pa.Table.from_pylist(rows, schema=EVENTS)
-    table = rows.select(EVENTS.names).to_arrow()
-    return pa.Table.from_arrays(
-        [table.column(name).cast(EVENTS.field(name).type) for name in EVENTS.names], schema=EVENTS
-    )
+    return to_schema(rows, EVENTS)
+
+
+def to_schema(rows: pl.DataFrame, schema: pa.Schema) -> pa.Table:
+    """``rows`` as exactly ``schema``: its columns in its order, cast to its types."""
+    table = rows.select(schema.names).to_arrow()
+    return pa.Table.from_arrays([table.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
 
 
 @cache
