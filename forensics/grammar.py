@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -51,11 +51,16 @@ class FamilyGrammar:
 
     def anchor_regex(self, kind: str) -> str:
         """The family's anchors as one regex for an unanchored search (Rust or Python syntax)."""
-        return "|".join(f"(?:{_for_search(a)})" for a in self.anchors[kind])
+        return self._search_regexes[kind]
 
     def prefilter_regex(self) -> str:
         """Every family's anchors as one regex: a record that no part matches belongs to no family."""
-        return "|".join(self.anchor_regex(k) for k in self.families)
+        return "|".join(self._search_regexes[k] for k in self.families)
+
+    @cached_property
+    def _search_regexes(self) -> dict[str, str]:
+        # Computed once per grammar: every file's sniff and parse asks for them.
+        return {k: "|".join(f"(?:{_for_search(a)})" for a in anchors) for k, anchors in self.anchors.items()}
 
 
 def _for_search(pattern: str) -> str:

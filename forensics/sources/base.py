@@ -13,6 +13,10 @@ import pyarrow as pa
 
 from ..schema import EVENTS
 
+#: Queries over more rows than this run on Polars' streaming engine, which bounds their memory; smaller
+#: ones run in memory, where the streaming engine's set-up (milliseconds) would dominate a small file.
+STREAMING_ROWS = 50_000
+
 #: How long the ``template`` of an ``other`` record may be; the message itself is never cut.
 TEMPLATE_CHARS = 256
 
@@ -29,6 +33,11 @@ class SourceResult:
     invalid_utf8_lines: int = 0
     gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
     metrics: pa.Table | None = None  # training logs: one row per step and metric
+
+
+def collect(frame: pl.LazyFrame, rows: int) -> pl.DataFrame:
+    """``frame`` collected on the engine that suits ``rows`` input rows (``frame.pipe(collect, n)``)."""
+    return frame.collect(engine="streaming" if rows > STREAMING_ROWS else "in-memory")
 
 
 def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:

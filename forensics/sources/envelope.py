@@ -24,10 +24,12 @@ form                   example
 from __future__ import annotations
 
 import tomllib
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import polars as pl
+
+from .base import collect
 
 _FACILITY = r"kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7]"
 _LEVEL = r"emerg|alert|crit|err|warn|warning|notice|info|debug"
@@ -84,10 +86,10 @@ def month_numbers() -> dict[str, int]:
     return out
 
 
-def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
-    """The envelope columns of some lines (no syslog head yet)."""
-    # One pass reduces the regex groups to the final columns, a morsel at a time, so the
-    # dozens of mostly-null group columns never exist for the whole file at once.
+@cache
+def _envelope_columns() -> dict[str, pl.Expr]:
+    """The expressions that reduce the regex groups to the envelope columns (built once: building them
+    costs more than running them on a small file)."""
     iso_sys = pl.col("iso").is_not_null() & ~pl.col("iso").str.contains(",", literal=True)
     level_from_pri = pl.coalesce("p5", "pri", "kpri").cast(pl.Int32, strict=False)
     form = (
@@ -119,32 +121,39 @@ def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
         .when(pl.col("sys").is_not_null()).then(pl.lit("syslog"))
         .when(pl.col("human").is_not_null()).then(pl.lit("human"))
     )  # fmt: skip
+    return dict(
+        form=form,
+        level=pl.coalesce(
+            pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
+            (level_from_pri % 8).replace_strict(dict(enumerate(_PRIORITY)), default=None, return_dtype=pl.String),
+        ),
+        host=pl.coalesce("h5", "tip"),
+        ident=pl.coalesce(pl.col("a5").replace("-", None), pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))),
+        ipid=pl.col("pid5").cast(pl.Int64, strict=False),
+        uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6),
+        delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
+        stamp=pl.coalesce("ts5", "tts", "iso", full_iso, "unix", "ctime", "sys", "human"),
+        stamp_kind=stamp_kind,
+        caller=pl.col("caller"),
+        stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
+        kernel_prefix=pl.col("kpfx").is_not_null(),
+        # The "[host] ident[pid]:" head follows syslog-style stamps only.
+        syslogish=(pl.col("sys").is_not_null() | iso_sys | pl.col("full").is_not_null() | pl.col("unix").is_not_null())
+        & pl.col("kpfx").is_null() & pl.col("p5").is_null(),
+        msg=pl.col("raw").str.slice(pl.col("env").str.len_chars()),
+    )
+
+
+def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
+    """The envelope columns of some lines (no syslog head yet)."""
+    # One pass reduces the regex groups to the final columns, a morsel at a time, so the
+    # dozens of mostly-null group columns never exist for the whole file at once.
     return (
         pl.LazyFrame({"raw": raw})
         .with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
         .unnest("e")
-        .select(
-            form=form,
-            level=pl.coalesce(
-                pl.coalesce("xlvl", "tlvl").str.to_lowercase().replace_strict(_LEVEL_NAMES, default=None),
-                (level_from_pri % 8).replace_strict(dict(enumerate(_PRIORITY)), default=None, return_dtype=pl.String),
-            ),
-            host=pl.coalesce("h5", "tip"),
-            ident=pl.coalesce(pl.col("a5").replace("-", None), pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))),
-            ipid=pl.col("pid5").cast(pl.Int64, strict=False),
-            uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6),
-            delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
-            stamp=pl.coalesce("ts5", "tts", "iso", full_iso, "unix", "ctime", "sys", "human"),
-            stamp_kind=stamp_kind,
-            caller=pl.col("caller"),
-            stamped=pl.any_horizontal(pl.col(_STAMP_GROUPS).is_not_null()),
-            kernel_prefix=pl.col("kpfx").is_not_null(),
-            # The "[host] ident[pid]:" head follows syslog-style stamps only.
-            syslogish=(pl.col("sys").is_not_null() | iso_sys | pl.col("full").is_not_null() | pl.col("unix").is_not_null())
-            & pl.col("kpfx").is_null() & pl.col("p5").is_null(),
-            msg=pl.col("raw").str.slice(pl.col("env").str.len_chars()),
-        )
-        .collect(engine="streaming")
+        .select(**_envelope_columns())
+        .pipe(collect, raw.len())
     )
 
 
@@ -186,6 +195,13 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
             .then(pl.lit("journal_mono")).otherwise(pl.col("form"))
         )
     return df.drop("syslogish")
+
+
+@lru_cache(maxsize=2)
+def head_split(head: str, lines: int = 200) -> pl.DataFrame:
+    """:func:`split` of the first ``lines`` lines of ``head``, for sniffing (the kernel and journal
+    sniffers look at the same head, so the split is made once)."""
+    return split(pl.Series(head.splitlines()[:lines], dtype=pl.String))
 
 
 def scatter(values: pl.Series, rows: pl.Series, length: int) -> pl.Series:

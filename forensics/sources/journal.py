@@ -163,7 +163,7 @@ def sniff(head: str) -> float:
         return 0.0
     if any(_MARKER.match(line) for line in lines):
         return 1.0
-    env = envelope.split(pl.Series(lines, dtype=pl.String))
+    env = envelope.head_split(head)
     services = env.select(
         (pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")).mean()
     ).item() or 0.0

@@ -49,7 +49,7 @@ from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
 from ..text import split_lines
 from . import envelope
-from .base import SourceResult, events_table, short_host, template_expr
+from .base import SourceResult, collect, events_table, short_host, template_expr
 
 NAME = "kernel"
 FORMS = (
@@ -123,7 +123,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
             cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
             tagged=msg.str.contains(_alt([*rules.heads.values(), *rules.context.values()])),
         )
-        .collect(engine="streaming")
+        .pipe(collect, df.height)
     )
     # Head and context tags are rare: find them on the few lines that can have one.
     rows = df.get_column("tagged").arg_true()
@@ -575,10 +575,9 @@ def parse_record(text: str, *, full: bool = False, candidates: list[str] | None 
 
 def sniff(head: str) -> float:
     """How sure we are that a file whose first bytes are ``head`` is a kernel log (0..1)."""
-    sample = head.splitlines()[:200]
-    if not sample:
+    env = envelope.head_split(head)
+    if env.is_empty():
         return 0.0
-    env = envelope.split(pl.Series(sample, dtype=pl.String))
     stamped = env.get_column("stamped").mean() or 0.0
     kernelish = env.select(
         (pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")).mean()
@@ -663,7 +662,7 @@ def parse_records(
             "rec", "i", "host", "ident", "ipid", "level", "uptime_s", "delta_s", "stamp", "stamp_kind", "caller",
             "piece", *detail_columns, is_kernel=kernel_line, flag=kernel_flag | (service_flag if services else False),
         )
-        .collect(engine="streaming")
+        .pipe(collect, df.height)
     )  # fmt: skip
     # Records are numbered 0..n-1 in order, so a record's number is its row among the heads.
     multi = df.filter(~pl.col("head")).get_column("rec").unique()
@@ -683,7 +682,7 @@ def parse_records(
         ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.col("stamp_kind"), year=year, timezone=timezone)
     else:  # uptime-only logs (plain dmesg): no wall-clock time to read
         ts, ts_from = pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
-    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).collect(engine="streaming")
+    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).pipe(collect, heads.height)
     first_line = pl.col("text").str.split("\n", inclusive=False).list.first()
     flagged = heads.filter(pl.col("flag")).with_columns(
         text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
@@ -783,6 +782,6 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         code=pl.col("f_code"),
         message=pl.col("message"),
         detail=pl.coalesce("f_detail", other_detail),
-    ).collect(engine="streaming")  # fmt: skip
+    ).pipe(collect, heads.height)  # fmt: skip
     return events_table(out)
 
