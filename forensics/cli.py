@@ -151,21 +151,29 @@ class _Bytes(click.ParamType):
               help="Cap on the decompressed size of one file; larger ones are listed with an error.")
 @click.option("--max-incident-bytes", type=_Bytes(), default="8G", show_default=True,
               help="Cap on the decompressed bytes of one incident.")
+@click.option("--engine", type=click.Choice(["processes", "dask"]), default=None,
+              help="Where incidents are read: local processes (default) or a Dask cluster.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="The Dask scheduler (tcp://host:8786); implies --engine dask. Without it, "
+                   "--engine dask starts a local cluster of --jobs workers.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress, only the summary.")
 def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_bytes: int,
-               max_incident_bytes: int, quiet: bool) -> None:  # fmt: skip
+               max_incident_bytes: int, engine: str | None, scheduler: str | None, quiet: bool) -> None:  # fmt: skip
     """Read incident folders and archives into a Parquet dataset, then print what it holds.
 
     Each PATH is an incident (a folder or archive) or a folder of incidents.
 
-    Example: forensics ingest /archive/incidents -o incidents.ds --jobs 8
+    Examples: forensics ingest /archive/incidents -o incidents.ds --jobs 8;
+    forensics ingest /shared/incidents -o /shared/incidents.ds --scheduler tcp://sched:8786
     """
     from .ingest import ingest
     from .store import open_dataset
 
     bar = None if quiet else _Progress()
+    if engine == "processes" and scheduler:
+        raise click.UsageError("--scheduler runs on a Dask cluster; it cannot be combined with --engine processes")
     report = ingest(paths, out, jobs=jobs, max_file_bytes=max_file_bytes, max_incident_bytes=max_incident_bytes,
-                    progress=bar)  # fmt: skip
+                    progress=bar, engine=engine or ("dask" if scheduler else "processes"), scheduler=scheduler)
     if bar is not None:
         bar.close()
     for d in report.done:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -164,16 +168,22 @@ def test_timezone_from_incident_toml(tmp_path: Path) -> None:
     assert json.loads(ev["detail"][0])["ts_from"] == "local"
 
 
+def assert_same_dataset(one: Path, two: Path) -> None:
+    """Every table of the two datasets holds the same rows (row order aside)."""
+    a, b = forensics.open_dataset(one), forensics.open_dataset(two)
+    order = {"identities": ["incident", "host", "gpu"], "files": ["incident", "file"], "incidents": ["id"]}
+    for name in forensics.schema.TABLES:
+        by = order.get(name, ["incident", "file", "line"])
+        got, want = a.table(name).collect(), b.table(name).collect()
+        assert got.height == want.height and got.sort(by, nulls_last=True).equals(want.sort(by, nulls_last=True)), name
+
+
 def test_reingest_adds_nothing_and_jobs_agree(mixed: Path, tmp_path: Path) -> None:
     one = forensics.ingest([mixed], tmp_path / "one", jobs=1)
     again = forensics.ingest([mixed], tmp_path / "one", jobs=1)
     assert again.count("unchanged") == 6 and again.count("added") == 0
     forensics.ingest([mixed], tmp_path / "two", jobs=2)
-    a, b = forensics.open_dataset(tmp_path / "one"), forensics.open_dataset(tmp_path / "two")
-    for name in ("events", "files", "gpus", "metrics", "identities"):
-        order = {"identities": ["incident", "host", "gpu"], "files": ["incident", "file"]}.get(name, ["incident", "file", "line"])
-        assert a.table(name).collect().sort(order, nulls_last=True).equals(b.table(name).collect().sort(order, nulls_last=True)), name
-    assert a.incidents.drop("path", "fingerprint").collect().sort("id").equals(b.incidents.drop("path", "fingerprint").collect().sort("id"))
+    assert_same_dataset(tmp_path / "one", tmp_path / "two")
     # a changed incident is replaced, not duplicated
     (mixed / "folder-inc" / "node1" / "dmesg").write_text(DMESG + "[ 1900.000000] NVRM: Xid (PCI:0000:3b:00): 48, DBE\n")
     changed = forensics.ingest([mixed], tmp_path / "one", jobs=1)
@@ -181,6 +191,43 @@ def test_reingest_adds_nothing_and_jobs_agree(mixed: Path, tmp_path: Path) -> No
     events = forensics.open_dataset(tmp_path / "one").events.filter(pl.col("incident") == "folder-inc").collect()
     assert events.filter(pl.col("kind") == "gpu.xid")["code"].sort().to_list() == [48, 79, 79]
     assert len(list((tmp_path / "one" / "events").glob("*.parquet"))) == 6 and one.count("added") == 6
+
+
+def test_dask_engine_gives_the_same_dataset(mixed: Path, tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    forensics.ingest([mixed], tmp_path / "one", jobs=1)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        seen: list[str] = []
+        report = forensics.ingest([mixed], tmp_path / "dask", engine="dask", scheduler=cluster.scheduler_address,
+                                  progress=lambda done, n, total: seen.append(f"{n}/{total}"))  # fmt: skip
+        again = forensics.ingest([mixed], tmp_path / "dask", engine="dask", scheduler=cluster.scheduler_address)
+    assert report.count("added") == 6 and seen == [f"{n}/6" for n in range(1, 7)]
+    assert again.count("unchanged") == 6
+    assert_same_dataset(tmp_path / "dask", tmp_path / "one")
+
+
+def test_kill_9_during_ingest_then_rerun(tmp_path: Path) -> None:
+    """A real SIGKILL of the CLI in the middle of a run; the rerun completes the same dataset."""
+    root = CORPUS  # 15 incidents
+    ds = tmp_path / "ds"
+    run = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", str(root), "-o", str(ds), "-j", "1", "-q"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while run.poll() is None and time.monotonic() < deadline:
+        if len(list((ds / "incidents").glob("*.parquet"))) >= 3:
+            break
+        time.sleep(0.01)
+    run.kill()
+    assert run.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    committed = len(list((ds / "incidents").glob("*.parquet")))
+    assert 3 <= committed < 15
+    forensics.open_dataset(ds).events.collect()  # readable as it was left
+    rerun = forensics.ingest([root], ds, jobs=1)
+    assert rerun.count("unchanged") == committed and rerun.count("added") == 15 - committed
+    forensics.ingest([root], tmp_path / "clean", jobs=1)
+    assert_same_dataset(ds, tmp_path / "clean")
+    assert sorted(p.name for p in (ds / "events").iterdir()) == sorted(p.name for p in (tmp_path / "clean" / "events").iterdir())
 
 
 def test_killed_run_leaves_a_readable_dataset(mixed: Path, tmp_path: Path) -> None:
@@ -255,6 +302,10 @@ def test_cli_ingest_corpus(tmp_path: Path) -> None:
         (["ingest", "/nonexistent/x", "-o", "{tmp}/ds"], "Error: /nonexistent/x: no such file or directory"),
         (["ingest", "{corpus}", "-o", "{corpus}"], "a folder that is not a gpu-forensics dataset (no dataset.json)"),
         (["ingest", "{corpus}", "-o", "{tmp}/ds", "--max-file-bytes", "lots"], "is not a byte count"),
+        (["ingest", "{corpus}", "-o", "{tmp}/ds", "--scheduler", "udp://sched:8786"],
+         "Error: cannot reach the Dask scheduler at udp://sched:8786: unknown address scheme 'udp'"),
+        (["ingest", "{corpus}", "-o", "{tmp}/ds", "--engine", "processes", "--scheduler", "tcp://sched:8786"],
+         "Error: --scheduler runs on a Dask cluster; it cannot be combined with --engine processes"),
     ],
 )
 def test_cli_ingest_errors(tmp_path: Path, args: list[str], message: str) -> None:

@@ -8,6 +8,12 @@ incident to the dataset as soon as it is read.
 Incremental and idempotent: an incident whose files have the same sizes and modification times as
 when it was stored is skipped without reading; one whose files changed is read, and replaced only if
 its content digest changed.
+
+Engines: ``processes`` (default) runs a pool of local worker processes; ``dask`` submits one task per
+incident to a Dask distributed cluster (:func:`_run_dask`). Either way each worker writes its
+incident's Parquet parts and commit record straight into the dataset folder, and only the small
+:class:`Done` summary travels back, so the dataset folder must be one that every worker sees at the
+same path.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from .archive import Limits
 from .discover import IncidentRef, find_incidents
 from .incident import IncidentTables, digest, read_incident
 
-__all__ = ["Done", "IngestReport", "fingerprint", "ingest", "ingest_one"]
+__all__ = ["ENGINES", "Done", "IngestReport", "fingerprint", "ingest", "ingest_one"]
+
+#: Where the incidents are read: local worker processes, or a Dask distributed cluster.
+ENGINES = ("processes", "dask")
 
 
 @dataclass
@@ -114,15 +123,24 @@ def ingest(
     max_file_bytes: int | None = None,
     max_incident_bytes: int | None = None,
     progress: Callable[[Done, int, int], None] | None = None,
+    engine: str = "processes",
+    scheduler: str | None = None,
 ) -> IngestReport:
     """Ingest the incidents under ``paths`` into the dataset folder ``dataset`` (made if missing).
 
     ``jobs``: worker processes (default: every core; 1 reads in this process). ``max_file_bytes`` and
     ``max_incident_bytes`` cap decompressed bytes (defaults 1 GiB and 8 GiB). ``progress(done, n, total)``
-    is called after each incident.
+    is called after each incident. ``engine="dask"`` runs the incidents on the Dask scheduler at
+    ``scheduler`` (``tcp://host:8786``), or on a local cluster of ``jobs`` workers when none is given.
     """
-    found = find_incidents([Path(p) for p in paths])
-    store = Dataset.create(dataset)
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if scheduler is not None and engine != "dask":
+        raise InputError("a scheduler address needs the dask engine (--engine dask)")
+    # Absolute paths: they are what the incidents table records, and what a worker on another
+    # machine (sharing the file system) opens.
+    found = find_incidents([Path(p).expanduser().absolute() for p in paths])
+    store = Dataset.create(Path(dataset).expanduser().absolute())
     limits = Limits()
     if max_file_bytes is not None:
         limits.file_bytes = max_file_bytes
@@ -146,7 +164,10 @@ def ingest(
             if progress:
                 progress(d, n, total)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
-        if workers == 1:
+        if engine == "dask":
+            if todo:
+                _run_dask(todo, str(store.root), limits, scheduler, workers, report, progress, total)
+        elif workers == 1:
             for ref, known in todo:
                 _finish(report, ingest_one(ref, str(store.root), known, limits), progress, total)
         else:
@@ -190,6 +211,76 @@ def _pool(context, todo, root, limits, workers, report, progress, total) -> None
             for future in finished:
                 _finish(report, future.result(), progress, total)
 
+
+def _run_dask(todo: list[tuple[IncidentRef, Record | None]], root: str, limits: Limits, scheduler: str | None,
+              workers: int, report: IngestReport, progress: Callable[[Done, int, int], None] | None,
+              total: int) -> None:  # fmt: skip
+    """One task per incident on a Dask cluster; a bounded window of tasks is in flight at a time, so
+    millions of incidents never sit in the scheduler at once. A worker lost mid-incident has its task
+    rerun elsewhere: the commit is atomic, so a half-written incident is never visible."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise InputError("the dask engine needs the distributed package: pip install 'gpu-forensics[dask]'") from exc
+
+    cluster = None
+    try:
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, env={"POLARS_MAX_THREADS": "1"})  # fmt: skip
+            client = Client(cluster)
+        else:
+            client = Client(scheduler, timeout="30s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        if cluster is not None:
+            cluster.close()
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler or 'a local cluster'}: {exc}") from exc
+    try:
+        if scheduler is not None:
+            _check_workers(client)
+        slots = max(1, sum(client.nthreads().values()))
+        queue = list(todo)
+        running = as_completed()
+        run = os.urandom(4).hex()  # task keys unique per run, readable on the dashboard
+
+        def submit() -> None:
+            ref, known = queue.pop(0)
+            running.add(client.submit(ingest_one, ref, root, known, limits, pure=False,
+                                      key=f"ingest-{run}-{incident_key(ref.id)}"))  # fmt: skip
+
+        while queue and running.count() < slots * 2:
+            submit()
+        for future in running:
+            _finish(report, future.result(), progress, total)
+            future.release()
+            if queue:
+                submit()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _check_workers(client) -> None:  # type: ignore[no-untyped-def]
+    """Every worker must run this version of gpu-forensics: another parser would write other rows."""
+    from .. import __version__
+
+    seen = client.run(_worker_version)
+    if not seen:
+        raise InputError("the Dask cluster has no workers")
+    wrong = {w: v for w, v in seen.items() if v != __version__}
+    if wrong:
+        worker, version = next(iter(wrong.items()))
+        raise InputError(f"{len(wrong)} Dask worker(s) run gpu-forensics {version}, not {__version__} "
+                         f"(for example {worker}); install the same version on every worker")  # fmt: skip
+
+
+def _worker_version() -> str:
+    try:
+        from .. import __version__
+    except ImportError as exc:  # pragma: no cover - only on a worker without the package
+        return f"missing ({exc})"
+    return __version__
 
 
 class _Callable(types.ModuleType):

@@ -1,0 +1,5 @@
+"""``python -m forensics`` is the ``forensics`` command."""
+
+from .cli import main
+
+main()
