@@ -157,6 +157,57 @@ def test_raw_dmesg_aligned_to_kern_log_and_year_from_context(mixed: Path) -> Non
     ]
 
 
+def _events_of(folder: Path) -> pl.DataFrame:
+    t = incident.read_incident(discover.find_incidents([folder]).incidents[0])
+    return pl.from_arrow(t.events).with_columns(
+        how=pl.col("detail").str.json_path_match("$.ts_from"), by=pl.col("detail").str.json_path_match("$.aligned_by"),
+        year_from=pl.col("detail").str.json_path_match("$.year_from"),
+    )  # fmt: skip
+
+
+def test_raw_dmesg_aligned_by_journal_realtime_and_monotonic(tmp_path: Path) -> None:
+    """journald reads a kernel message a few ms after printk: realtime - monotonic is the boot start."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "incident.toml").write_text('id = "ja"\n')
+    (inc / "node1" / "dmesg").write_text(DMESG)
+    boot_us = 1737800000_000000  # 2025-01-25T10:13:20Z
+    entries = []
+    for line in DMESG.splitlines()[1:]:
+        uptime, message = line[1:].split("] ", 1)
+        mono = round(float(uptime) * 1e6) + 3_000
+        entries.append({"__REALTIME_TIMESTAMP": str(boot_us + mono), "__MONOTONIC_TIMESTAMP": str(mono),
+                        "_BOOT_ID": "5c1a", "_HOSTNAME": "node1", "_TRANSPORT": "kernel",
+                        "SYSLOG_IDENTIFIER": "kernel", "PRIORITY": "3", "MESSAGE": message})  # fmt: skip
+    (inc / "node1" / "journal.json").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    dmesg = _events_of(inc).filter(pl.col("file") == "node1/dmesg")
+    assert dmesg["how"].to_list() == ["aligned"] * 4 and set(dmesg["by"]) == {"node1/journal.json"}
+    assert [t.isoformat() for t in dmesg["ts"]] == [
+        "2025-01-25T10:13:20+00:00", "2025-01-25T10:44:03.308145+00:00",
+        "2025-01-25T10:44:10.100000+00:00", "2025-01-25T10:44:11.308145+00:00",
+    ]  # fmt: skip
+
+
+def test_yearless_journal_gets_its_years_across_new_year(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "node2").mkdir()
+    (inc / "incident.toml").write_text('id = "ny"\n')
+    (inc / "node1" / "journal.txt").write_text(
+        "Dec 31 23:59:58 node1 systemd[1]: Starting nvidia-persistenced.service...\n"
+        "Dec 31 23:59:59 node1 nvidia-persistenced[812]: Started (812)\n"
+        "Jan 01 00:00:03 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python, GPU has fallen off the bus.\n"
+    )  # fmt: skip
+    (inc / "node2" / "dmesg-iso.log").write_text(
+        "2025-01-01T00:00:05,000000+00:00 NVRM: Xid (PCI:0000:1b:00): 45, pid=2346, name=python, Ch 00000010\n"
+    )
+    journal = _events_of(inc).filter(pl.col("file") == "node1/journal.txt")
+    assert [t.isoformat() for t in journal["ts"]] == [
+        "2024-12-31T23:59:58+00:00", "2024-12-31T23:59:59+00:00", "2025-01-01T00:00:03+00:00",
+    ]  # fmt: skip
+    assert set(journal["year_from"]) == {"context"} and set(journal["how"]) == {"assumed"}
+
+
 def test_timezone_from_incident_toml(tmp_path: Path) -> None:
     inc = tmp_path / "tz"
     (inc / "h").mkdir(parents=True)

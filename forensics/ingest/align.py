@@ -171,6 +171,10 @@ def _year_for(part: pl.DataFrame, file: str, host: Any, *, year: int | None, tim
     return (best[1], source) if best else (None, "")
 
 
+#: How far apart (µs) the uptimes of one message in two files of the same boot may be.
+_SAME_LINE_US = 1_000_000
+
+
 def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
     """Turn uptime-only rows into UTC with the boot start learnt from the host's other files."""
     if events.height == 0:
@@ -188,12 +192,18 @@ def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
     both = ev.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_not_null())
     both = both.with_columns(_offset=pl.col("ts").dt.epoch("us") - pl.col("_us"))
     boot_start = both.group_by("host", "file", "_boot").agg(_start=pl.col("_offset").median())
+    # A raw line is of an anchor's boot when the same message has (nearly) the same uptime there: a
+    # kern.log line repeats the printk stamp exactly, a journal entry's monotonic time is when journald
+    # read the message, a few milliseconds later.
     exact = (
-        raw.select("host", "file", "_boot", "_key", "_us")
-        .join(both.select("host", "_key", "_us", a_file="file", a_boot="_boot"), on=["host", "_key", "_us"])
+        raw.select("host", "file", "_boot", "_key", "_us").sort("_us")
+        .join_asof(both.select("host", "_key", "_us", a_file="file", a_boot="_boot").sort("_us"),
+                   on="_us", by=["host", "_key"], strategy="nearest", tolerance=_SAME_LINE_US,
+                   check_sortedness=False)  # sorted on _us just above
+        .drop_nulls("a_file")
         .join(boot_start.rename({"file": "a_file", "_boot": "a_boot"}), on=["host", "a_file", "a_boot"])
         .select("host", "file", "_boot", "a_file", _start="_start")
-    )
+    )  # fmt: skip
     # Wall-clock-only files (dmesg -T): pair each message printed once in both.
     wall = ev.filter(pl.col("ts").is_not_null() & pl.col("uptime_s").is_null())
     once = pl.len().over("host", "file", "_boot", "_key") == 1
