@@ -19,11 +19,21 @@ bars and tracebacks), on a generated ``--job-mb`` log (64 MB; ``bench/gen_joblog
 * ``streamed``   ``forensics parse --format parquet`` of a ``--job-stream-mb`` log (512 MB), one run:
                  time, peak RSS, MB/s against the in-memory figure
 
+Ingest, of ``--incidents`` (1,000) small real incidents in five packagings (``bench/gen_incidents.py``):
+
+* ``read``       the baseline: find the incidents and decompress/unpack every member, parsing nothing
+* ``jobs 1``     ``forensics.ingest(jobs=1)`` into a fresh dataset (one process)
+* ``jobs 2``     the same with two worker processes (the speedup over ``jobs 1`` is the figure to watch)
+* ``dask 2``     ``engine="dask"`` on a local cluster of two single-threaded workers
+* ``unchanged``  a second ingest of the same input into the ``jobs 1`` dataset (nothing to read)
+
+and the dataset's size on disk against the input's decompressed bytes.
+
 Every figure is the median of several runs; each run is a fresh process (so it includes what a user
 pays: imports, allocation warm-up) and reports its peak RSS. Results: a table on stdout and
 ``bench/results.json``.
 
-    python bench/run.py [--lines 1000000] [--runs 3] [--job-mb 64] [--job-stream-mb 512] [--quick]
+    python bench/run.py [--lines 1000000] [--runs 3] [--job-mb 64] [--job-stream-mb 512] [--incidents 1000] [--quick]
 """
 
 from __future__ import annotations
@@ -108,6 +118,33 @@ print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+CHILD_INGEST = """
+import json, resource, shutil, sys, time
+import forensics
+src, ds, engine, jobs, fresh = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "fresh"
+if fresh:
+    shutil.rmtree(ds, ignore_errors=True)
+t = time.perf_counter()
+report = forensics.ingest([src], ds, jobs=jobs, engine=engine)
+elapsed = time.perf_counter() - t
+if report.count("failed"):
+    raise SystemExit(f"{report.count('failed')} incident(s) failed")
+rss = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+print(json.dumps({"seconds": elapsed, "rows": report.count("added"), "unchanged": report.count("unchanged"), "rss_mb": rss}))
+"""
+
+CHILD_READ = """
+import json, resource, sys, time
+from forensics.ingest.archive import Limits
+from forensics.ingest.discover import find_incidents, members
+t = time.perf_counter()
+refs = find_incidents([sys.argv[1]]).incidents
+total = sum(len(item.member.data or b"") for ref in refs for item in members(ref, Limits()))
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": len(refs), "bytes": total,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
 CHILD_STREAM = """
 import json, resource, sys, time
 from forensics.cli import main
@@ -130,8 +167,8 @@ def to_ere(pattern: str) -> str:
     return re.sub(r"\\([/'])", r"\1", out)
 
 
-def child(code: str, path: Path, *, env: dict[str, str] | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+def child(code: str, path: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, str(path), *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, check=True)  # fmt: skip
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -180,10 +217,12 @@ def main() -> None:
     ap.add_argument("--journal-mb", type=int, default=2048, help="size of the generated -o json journal")
     ap.add_argument("--job-mb", type=int, default=64, help="size of the generated job output parsed in memory")
     ap.add_argument("--job-stream-mb", type=int, default=512, help="size of the job output streamed to Parquet")
-    ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal, 8/32 MB job output")
+    ap.add_argument("--incidents", type=int, default=1000, help="incidents in the ingest benchmark")
+    ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal, 8/32 MB job output, 100 incidents")
     args = ap.parse_args()
     if args.quick:
         args.lines, args.runs, args.journal_mb, args.job_mb, args.job_stream_mb = 100_000, 1, 64, 8, 32
+        args.incidents = 100
 
     from gen_journal import write as write_journal
     from gen_kernel import generate
@@ -240,8 +279,10 @@ def main() -> None:
     print(f"{'seconds':>9}{'MB/s':>9}{'peak MB':>9}{'rows':>12}{'MB/s vs kernel':>16}")
     print(f"{journal['seconds']:>9.1f}{journal['mb_per_s']:>9.1f}{journal['peak_rss_mb']:>9}{journal['rows']:>12,}{journal['vs_kernel_mb_per_s']:>16.2f}")
     job = job_section(args, size_mb / ours)
+    ingest = ingest_section(args)
     (HERE / "results.json").write_text(json.dumps(
-        {"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal, "joblog": job}, indent=2) + "\n"
+        {"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal, "joblog": job,
+         "ingest": ingest}, indent=2) + "\n"
     )  # fmt: skip
 
 
@@ -278,6 +319,50 @@ def job_section(args: argparse.Namespace, kernel_mb_per_s: float) -> dict:
                "ours_1thread_mb_per_s": round(size_mb / results["ours_1thread"]["seconds"], 1),
                "ours_over_grep": round(ours / results["grep"]["seconds"], 2)}  # fmt: skip
     return {"summary": summary, "runs": results, "stream": stream}
+
+
+def ingest_section(args: argparse.Namespace) -> dict:
+    """Ingest of many small incidents: one process, two processes, Dask, and an unchanged rerun."""
+    from gen_incidents import write as write_incidents
+
+    src = OUT / f"incidents-{args.incidents}"
+    if not src.exists():
+        write_incidents(src, args.incidents, seed=1)
+    ds = OUT / f"incidents-{args.incidents}.ds"
+    results = {
+        "read": median_of(args.runs, lambda: child(CHILD_READ, src)),
+        "jobs_1": median_of(args.runs, lambda: child(CHILD_INGEST, src, str(ds), "processes", "1", "fresh")),
+        "unchanged": median_of(args.runs, lambda: child(CHILD_INGEST, src, str(ds), "processes", "1", "again")),
+        "jobs_2": median_of(args.runs, lambda: child(CHILD_INGEST, src, str(ds) + "-2", "processes", "2", "fresh")),
+        "dask_2": median_of(args.runs, lambda: child(CHILD_INGEST, src, str(ds) + "-dask", "dask", "2", "fresh")),
+    }
+    input_mb = results["read"]["bytes"] / 1e6
+    disk_mb = sum(f.stat().st_size for f in ds.rglob("*") if f.is_file()) / 1e6
+    one = results["jobs_1"]["seconds"]
+    print()
+    print(f"ingest: {args.incidents:,} incidents ({input_mb:.1f} MB decompressed, {_du(src):.1f} MB on disk), "
+          f"median of {args.runs} runs")  # fmt: skip
+    print(f"{'method':<34}{'seconds':>9}{'incid./s':>10}{'MB/s':>8}{'vs jobs 1':>10}{'peak MB':>9}")
+    for name, key in (("read + decompress only (baseline)", "read"), ("ingest --jobs 1", "jobs_1"),
+                      ("ingest --jobs 2", "jobs_2"), ("ingest --engine dask (2 workers)", "dask_2"),
+                      ("ingest again, nothing changed", "unchanged")):  # fmt: skip
+        r = results[key]
+        print(f"{name:<34}{r['seconds']:>9.2f}{args.incidents / r['seconds']:>10.1f}{input_mb / r['seconds']:>8.2f}"
+              f"{one / r['seconds']:>9.2f}x{r['rss_mb']:>9.0f}")  # fmt: skip
+    print(f"dataset: {disk_mb:.1f} MB on disk for {input_mb:.1f} MB of logs ({disk_mb / input_mb:.2f} MB per MB)")
+    return {
+        "incidents": args.incidents, "input_mb": round(input_mb, 1), "dataset_mb": round(disk_mb, 1),
+        "dataset_mb_per_input_mb": round(disk_mb / input_mb, 2),
+        "ms_per_incident_jobs_1": round(1000 * one / args.incidents, 1),
+        "speedup_jobs_2": round(one / results["jobs_2"]["seconds"], 2),
+        "speedup_dask_2": round(one / results["dask_2"]["seconds"], 2),
+        "ingest_over_read": round(one / results["read"]["seconds"], 1),
+        "runs": results,
+    }  # fmt: skip
+
+
+def _du(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
 if __name__ == "__main__":
