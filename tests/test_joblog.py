@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -191,3 +192,18 @@ def test_arbitrary_bytes(data: bytes) -> None:
 def test_shuffled_and_truncated_job_lines(lines: list[str], newline: str, cut: int) -> None:
     data = newline.join(lines).encode("utf-8", "surrogatepass")
     _check(data[: max(0, len(data) - cut)])
+
+
+def test_extract_first_one_pass_and_per_form_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small inputs take the whole alternation at once, large ones a form at a time: same columns."""
+    samples = Path(__file__).parents[2] / "shared" / "samples"
+    text = "\n".join(p.read_text("utf-8", "replace") for d in ("nccl", "torch", "trainlog") for p in sorted((samples / d).iterdir()))
+    lines, _ = split_lines(text.encode())
+    assert lines.len() > 400
+    for forms in (prefix.WRAPPER_FORMS, prefix.LOGGER_FORMS):
+        monkeypatch.setattr(prefix, "ONE_PASS_LINES", 10**9)
+        one_pass = prefix.extract_first(lines, forms)
+        monkeypatch.setattr(prefix, "ONE_PASS_LINES", 0)
+        per_form = prefix.extract_first(lines, forms)
+        assert one_pass.null_count().sum_horizontal().item() < one_pass.height * one_pass.width  # something matched
+        assert one_pass.equals(per_form)
