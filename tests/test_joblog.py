@@ -49,6 +49,8 @@ PREFIXES = [
     ("2024-05-01 10:00:00.123 | WARNING  | train:step:42 - loss spike",
      {"msg": "loss spike", "level": "warning", "where": "train:step:42"}),
     ("[2024-03-01 10:00:00] gpu01:1:2 [0] NCCL INFO x", {"msg": "NCCL INFO x", "stamp": "2024-03-01T10:00:00", "host": "gpu01"}),
+    (" [2024-12-06 18:44:12] iteration      100/  500000 | lm loss: 2.345678E+00",  # Megatron's own stamp
+     {"msg": "iteration      100/  500000 | lm loss: 2.345678E+00", "stamp": "2024-12-06T18:44:12"}),
     ("10.1.2.3: iteration 5/ 100 | lm loss: 1.0", {"msg": "iteration 5/ 100 | lm loss: 1.0", "host": "10.1.2.3"}),
     ("\x1b[32m04/15 10:00:01 - mmengine - INFO - \x1b[0mEpoch(train) [1][10/100]",
      {"msg": "Epoch(train) [1][10/100]", "level": "info", "yearless_stamp": "04-15T10:00:01"}),

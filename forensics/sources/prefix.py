@@ -69,7 +69,7 @@ LOGGER_FORMS = (
     rf"(?P<c10>\[(?P<c_lvl>[EWIF])(?:(?P<c_md>\d{{3,4}}) (?P<c_hms>{_HMS}) ?)? ?(?:\d+ )?(?P<c_where>{_WHERE})\] ?)",
     rf"(?P<glog>(?P<g_lvl>[EWIF])(?P<g_md>\d{{3,4}}) (?P<g_hms>{_HMS}) +\d+ (?P<g_where>{_WHERE})\] )",
     rf"(?P<vllm>(?P<v_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<v_md>\d\d-\d\d) (?P<v_hms>{_HMS}) \[?(?P<v_where>{_WHERE})\] )",
-    rf"(?P<brk>\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)",
+    rf"(?P<brk> *\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)",
     rf"(?P<loguru>(?P<l_ymd>\d{{4}}-\d\d-\d\d) (?P<l_hms>{_HMS}) \| (?P<l_lvl>{_LVL}) *\| (?P<l_where>\S+) - )",
     rf"(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)",
     rf"(?P<mm>(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )",
