@@ -188,6 +188,36 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
         raise SystemExit(1)
 
 
+@main.command("synth")
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A new or empty folder (an earlier synth output is replaced).")
+@click.option("--incidents", "-n", type=click.IntRange(min=0), required=True, help="How many incidents.")
+@click.option("--seed", type=int, default=1, show_default=True, help="The same seed gives byte-identical output.")
+@click.option("--hosts-per-incident", default="2-4", show_default=True, metavar="A-B",
+              help="Hosts (8 GPUs each) per incident, drawn between A and B.")
+@click.option("--causes", metavar="CAUSE,...", help="Draw only these root causes (default: all).")
+@click.option("--lemons", default="card,slot,node", show_default=True, metavar="KIND,...",
+              help="Repeat offenders to plant: card, slot, node, or none.")
+def synth_cmd(out: Path, incidents: int, seed: int, hosts_per_incident: str, causes: str | None, lemons: str) -> None:
+    """Write labelled synthetic incidents (the truth is in each incident.toml).
+
+    Example: forensics synth -o build/synth --incidents 1000 --seed 1
+    """
+    from .synth import synth
+
+    low, sep, high = hosts_per_incident.partition("-")
+    if not (low.isdigit() and (not sep or high.isdigit())):
+        raise InputError(f"--hosts-per-incident {hosts_per_incident!r}: expected A-B, for example 2-4")
+    kinds = () if lemons.strip() == "none" else tuple(k.strip() for k in lemons.split(",") if k.strip())
+    report = synth(out, incidents, seed=seed, hosts_per_incident=(int(low), int(high or low)),
+                   causes=[c.strip() for c in causes.split(",") if c.strip()] if causes else None, lemons=kinds)  # fmt: skip
+    click.echo(f"{report.out}: {report.incidents:,} incidents, {report.files:,} files, {report.bytes / 1e6:,.1f} MB")
+    for cause, count in sorted(report.causes.items(), key=lambda kv: (-kv[1], kv[0])):
+        click.echo(f"  {cause:<18} {count:>6,}")
+    for kind, where in report.lemons.items():
+        click.echo(f"lemon {kind}: {where}")
+
+
 class _Progress:
     """A progress bar on a terminal (incidents, bytes, ETA); plain lines otherwise."""
 

@@ -1,0 +1,218 @@
+"""Synthetic incidents with known answers: ``forensics synth -o DIR --incidents N [--seed S]``.
+
+Each incident is a folder (or a ``.tar.gz`` of one) holding, per host, what an engineer copies off a
+node after a training job died: raw ``dmesg``, ``kern.log`` or a ``journalctl -o short-iso`` export,
+the job's output (NCCL, PyTorch, the training loop, torchrun's report) and an ``nvidia-smi -q``
+snapshot; and an ``incident.toml`` with the truth: the root cause, the first-failing host, rank, GPU
+(bus id and serial), the job's facts (GPU count, checkpoint interval, last checkpoint) and which
+planted repeat offender, if any, caused it.
+
+The fleet (:mod:`.fleet`) is shared by all incidents of a run and changes between them, so the same
+card shows up in different slots over time. Everything is drawn from one seed: the same seed gives
+byte-identical output (archive member times are fixed).
+
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "synth"
+>>> report = synth(out, incidents=3, seed=7)
+>>> [p.name for p in sorted(out.iterdir())][:2]
+['synth-000000', 'synth-000001']
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from ..errors import InputError
+from .causes import SCENARIOS, WEIGHTS, Ctx
+from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
+from .job import nccl_init, torchrun_report, train_steps
+from .logs import Gpu, HostLog
+
+__all__ = ["CAUSES", "LEMON_KINDS", "SynthReport", "synth"]
+
+#: Every root cause the generator plants (DESIGN.md's list).
+CAUSES = tuple(SCENARIOS)
+
+#: The share of incidents caused by a planted repeat offender (when lemons are planted).
+LEMON_SHARE = 0.12
+#: The share of incidents packed as a ``.tar.gz``.
+TARBALL_SHARE = 0.15
+MARKER = ".forensics-synth"  # marks a folder this generator wrote, which a later run may replace
+MTIME = 1735689600  # 2025-01-01: fixed archive member times, so output is byte-identical per seed
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class SynthReport:
+    out: Path
+    incidents: int = 0
+    files: int = 0
+    bytes: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+    lemons: dict[str, str] = field(default_factory=dict)
+
+
+def synth(
+    out: str | Path,
+    incidents: int,
+    *,
+    seed: int = 1,
+    hosts_per_incident: tuple[int, int] = (2, 4),
+    causes: list[str] | None = None,
+    lemons: tuple[str, ...] = LEMON_KINDS,
+) -> SynthReport:
+    """Write ``incidents`` labelled incidents under ``out``: a new or empty folder, or an earlier synth
+    output (which is replaced)."""
+    chosen = list(causes or CAUSES)
+    unknown = [c for c in chosen if c not in SCENARIOS]
+    if unknown:
+        raise InputError(f"unknown cause {unknown[0]!r}; causes: {', '.join(CAUSES)}")
+    bad = [k for k in lemons if k not in LEMON_KINDS]
+    if bad:
+        raise InputError(f"unknown lemon kind {bad[0]!r}; kinds: {', '.join(LEMON_KINDS)}")
+    low, high = hosts_per_incident
+    if not 1 <= low <= high:
+        raise InputError(f"--hosts-per-incident {low}-{high}: need 1 <= A <= B")
+    if incidents < 0:
+        raise InputError("--incidents must be 0 or more")
+    out = Path(out)
+    if out.exists():
+        if not out.is_dir():
+            raise InputError(f"{out}: exists and is not a folder")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise InputError(f"{out}: a folder with other content; give an empty or new folder (or an earlier synth output)")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text(f"forensics synth --incidents {incidents} --seed {seed}\n")
+    rng = random.Random(seed)
+    fleet = Fleet.build(rng, max(48, incidents, high * 2), lemons)
+    report = SynthReport(out, lemons=dict(fleet.lemons))
+    when = EPOCH
+    for n in range(incidents):
+        when += timedelta(hours=rng.expovariate(1 / 8))
+        files = _incident(out, n, when, fleet, rng, chosen, (low, high), report)
+        report.incidents += 1
+        report.files += len(files)
+        report.bytes += sum(len(d) for d in files.values())
+    return report
+
+
+def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Random, chosen: list[str],
+              hosts_range: tuple[int, int], report: SynthReport) -> dict[str, bytes]:  # fmt: skip
+    iid = f"synth-{n:06d}"
+    lemon = None
+    if fleet.lemons and rng.random() < LEMON_SHARE:
+        lemon = rng.choice(sorted(fleet.lemons))
+    if lemon == "card":
+        cause = "gpu_memory"
+        fail_host, fail_bus = fleet.where(fleet.lemons["card"])
+    elif lemon == "slot":
+        cause = "pcie_link"
+        fail_host, fail_bus = fleet.lemons["slot"].split("/")
+    elif lemon == "node":
+        cause = rng.choice(["host_memory", "gpu_hardware"])
+        fail_host, fail_bus = fleet.lemons["node"], rng.choice(GPU_BUSES)
+    else:
+        cause = rng.choices(chosen, weights=[WEIGHTS[c] for c in chosen])[0]
+        healthy = [h for h in fleet.hosts if h != fleet.lemons.get("node")]
+        fail_host, fail_bus = rng.choice(healthy), rng.choice(GPU_BUSES)
+        if f"{fail_host}/{fail_bus}" == fleet.lemons.get("slot") or fleet.cards[(fail_host, fail_bus)].serial == fleet.lemons.get("card"):
+            fail_bus = next(b for b in GPU_BUSES if b != fail_bus)
+    report.causes[cause] = report.causes.get(cause, 0) + 1
+    k = rng.randint(*hosts_range)
+    others = rng.sample([h for h in fleet.hosts if h != fail_host], k - 1)
+    hosts = sorted([fail_host, *others])
+    world = 8 * k
+    fail = when
+    started = fail - timedelta(seconds=rng.randrange(2 * 3600, 30 * 3600))
+    logs: list[HostLog] = []
+    for i, host in enumerate(hosts):
+        boot = started - timedelta(seconds=rng.randrange(600, 40 * 86400))
+        gpus = [Gpu(bus, fleet.cards[(host, bus)], minor, 8 * i + minor, 10000 + rng.randrange(50000) + minor)
+                for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
+        log = HostLog(host, boot, gpus, rng)
+        log.boot_messages(rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))
+        log.noise(started, fail, misleading=host != fail_host)
+        logs.append(log)
+    first = next(log for log in logs if log.host == fail_host)
+    ctx = Ctx(rng, logs, fail, first, first.gpu(fail_bus), seq=rng.randrange(2000, 90000))
+    SCENARIOS[cause](ctx)
+    if ctx.at_start:  # the job failed at initialisation: it never trained
+        started = fail - timedelta(seconds=20 + rng.randrange(40))
+    interval = rng.choice([1800, 3600])
+    steps, step, at = [], 100, started + timedelta(seconds=90)
+    while at < fail - timedelta(seconds=30) and not ctx.at_start:
+        steps.append((step, at))
+        step, at = step + 100, at + timedelta(seconds=110 + rng.random() * 4)
+    nan_from = None
+    if cause == "numerical" and len(steps) > 4:
+        nan_from = steps[-3][0]
+    spike = rng.choice(steps)[0] if steps and rng.random() < 0.3 else None
+    comm = rng.getrandbits(40) | 1 << 44
+    for log in logs:
+        nccl_init(log, started + timedelta(seconds=20), world, comm)
+    train_steps(logs[-1], rng, started, steps, nan_from, spike)
+    end = fail + timedelta(seconds=610)
+    for log in logs:
+        if log.host in ctx.failed:
+            torchrun_report(log, end + timedelta(seconds=rng.random()), ctx.failed[log.host])
+    last_ckpt = started + timedelta(seconds=interval * int((fail - started).total_seconds() // interval))
+    first_serial = ctx.g.card.serial
+    fleet.after_failure(rng, fail_host, fail_bus, cause)
+
+    files: dict[str, bytes] = {}
+    for i, log in enumerate(logs):
+        files[f"{log.host}/dmesg.log"] = log.dmesg().encode()
+        if (n + i) % 2:
+            files[f"{log.host}/kern.log"] = log.kern_log().encode()
+        else:
+            files[f"{log.host}/journal.log"] = log.journal().encode()
+        files[f"{log.host}/train.log"] = log.job_log().encode()
+        files[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(end + timedelta(seconds=120)).encode()
+    label = {
+        "root_cause": cause, "first_host": fail_host, "first_rank": ctx.g.rank,
+        "first_gpu": None if ctx.host_level else f"0000:{fail_bus}:00.0",
+        "first_serial": None if ctx.host_level else first_serial,
+        "failed_at": f"{fail:%Y-%m-%dT%H:%M:%SZ}", "lemon": lemon,
+    }  # fmt: skip
+    job = {"name": rng.choice(["pretrain-llm-70b", "pretrain-llm-8b", "sft-13b", "vlm-34b"]), "gpus": world,
+           "hosts": len(hosts), "checkpoint_interval_s": interval,
+           "last_checkpoint": f"{last_ckpt:%Y-%m-%dT%H:%M:%SZ}", "started": f"{started:%Y-%m-%dT%H:%M:%SZ}"}  # fmt: skip
+    files["incident.toml"] = _toml({"id": iid, "timezone": "UTC"}, {"label": label, "job": job, "synth": {
+        "generator": "forensics.synth", "lemon_card": fleet.lemons.get("card"), "lemon_slot": fleet.lemons.get("slot"),
+        "lemon_node": fleet.lemons.get("node")}}).encode()  # fmt: skip
+    if rng.random() < TARBALL_SHARE:
+        (out / f"{iid}.tar.gz").write_bytes(_tarball(iid, files))
+    else:
+        for name, data in files.items():
+            path = out / iid / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    return files
+
+
+def _toml(top: dict[str, object], tables: dict[str, dict[str, object]]) -> str:
+    def value(v: object) -> str:
+        return str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int) else f'"{v}"'
+
+    lines = [f"{k} = {value(v)}" for k, v in top.items() if v is not None]
+    for name, table in tables.items():
+        lines += ["", f"[{name}]", *(f"{k} = {value(v)}" for k, v in table.items() if v is not None)]
+    return "\n".join(lines) + "\n"
+
+
+def _tarball(root: str, files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{root}/{name}")
+            info.size, info.mtime, info.mode = len(data), MTIME, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), mtime=0)

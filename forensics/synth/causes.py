@@ -1,0 +1,241 @@
+"""One scenario per root cause: the precursors, the failure and its followers, as real logs show them.
+
+Each scenario writes into the hosts' logs through a :class:`Ctx` and marks which ranks died with which
+exit code; the ranks that were only waiting on the failed one time out in their NCCL watchdog ~600 s
+later (the followers a diagnosis must not blame). FACTS.md §C13 gives the chains.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .fleet import NIC_BUSES, bdf, port_of
+from .job import traceback, watchdog_timeout
+from .logs import Gpu, HostLog, aer_record, xid_line
+
+
+@dataclass
+class Ctx:
+    rng: random.Random
+    logs: list[HostLog]
+    fail: datetime  # when the first failure happens
+    log: HostLog  # the first-failing host
+    g: Gpu  # the first-failing GPU (its rank is the first-failing rank)
+    seq: int  # the collective the job was in
+    failed: dict[str, list[tuple[Gpu, int]]] = field(default_factory=dict)
+    host_level: bool = False  # the cause is the host, not one GPU (no first GPU in the label)
+    nan_from: int | None = None  # the training step from which the loss is NaN
+    at_start: bool = False  # the job never trained (failed at initialisation)
+
+    def s(self, seconds: float) -> datetime:
+        return self.fail + timedelta(seconds=seconds)
+
+    def die(self, log: HostLog, g: Gpu, code: int) -> None:
+        self.failed.setdefault(log.host, []).append((g, code))
+
+    def others_time_out(self, *, skip: tuple[Gpu, ...] = (), lagging: Gpu | None = None) -> None:
+        """Every rank still running times out in its watchdog, 600 s after the collective began."""
+        for log in self.logs:
+            for g in log.gpus:
+                if g in skip or any(g is d for d, _ in self.failed.get(log.host, [])):
+                    continue
+                at = self.s(600 + self.rng.random() * 2)
+                last = self.seq - 2 if g is lagging else self.seq - 1
+                watchdog_timeout(log, g, at, self.seq, 600_000 + self.rng.randrange(20, 900), last)
+                self.die(log, g, -6)
+
+
+def _off_bus(c: Ctx) -> None:
+    c.log.k(c.fail, xid_line(c.g.bus, 79, None, "GPU has fallen off the bus."),
+            f"NVRM: GPU {bdf(c.g.bus)}: GPU has fallen off the bus.")  # fmt: skip
+    c.g.lost = True
+    traceback(c.log, c.g, c.s(3), "RuntimeError: CUDA error: unspecified launch failure")
+    c.die(c.log, c.g, -6)
+    c.others_time_out()
+
+
+def pcie_link(c: Ctx) -> None:
+    bus = c.g.bus
+    for n in range(c.rng.randrange(0, 6)):  # a corrected burst often comes first, not always
+        c.log.k(c.s(-600 + n * 40 + c.rng.random()), *aer_record(bus, "corrected", c.rng))
+    c.log.k(c.s(-1.5), *aer_record(bus, "fatal", c.rng))
+    c.log.k(c.s(-1.2), f"pcieport {port_of(bus)}: AER: device recovery failed")
+    _off_bus(c)
+
+
+def gpu_hardware(c: Ctx) -> None:
+    kind = c.rng.choice(["off_bus", "gsp", "halt"])
+    if kind == "off_bus":
+        _off_bus(c)
+        return
+    if kind == "gsp":
+        for n in range(2):
+            c.log.k(c.s(n * 6), xid_line(c.g.bus, 119, c.g.pid, f"Timeout after 6s of waiting for RPC response from "
+                                         f"GPU{c.g.minor} GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4)."))  # fmt: skip
+    else:
+        c.log.k(c.fail, xid_line(c.g.bus, 62, c.g.pid, "Internal micro-controller halt (newer drivers)"))
+    c.others_time_out(lagging=c.g)
+
+
+def gpu_memory(c: Ctx) -> None:
+    bus = c.g.bus
+    c.log.k(c.fail, xid_line(bus, 48, c.g.pid, "An uncorrectable double bit error (DBE) has been detected on GPU in "
+                             "the framebuffer at partition 6, subpartition 0."))  # fmt: skip
+    c.log.k(c.s(0.01), xid_line(bus, 63, c.g.pid, f"Row Remapper: New row (0x{c.rng.getrandbits(36):014x}) marked for "
+                                "remapping, reset gpu to activate."))  # fmt: skip
+    c.log.k(c.s(0.02), xid_line(bus, 94, c.g.pid, "Contained: SM (0x1). RST: No, D-RST: No"))
+    c.log.k(c.s(1.2), xid_line(bus, 45, c.g.pid, f"Ch {c.rng.randrange(8, 64):08x}"))  # a follower
+    c.g.dbe, c.g.remap_pending = 1, True
+    traceback(c.log, c.g, c.s(2), "RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    c.die(c.log, c.g, -6)
+    c.others_time_out()
+
+
+def nvlink(c: Ctx) -> None:
+    peer = c.rng.choice([g for g in c.log.gpus if g is not c.g])
+    for n, g in enumerate((c.g, peer)):
+        c.log.k(c.s(n * 0.3), xid_line(g.bus, 74, g.pid, f"NVLink: fatal error detected on link {c.rng.randrange(18)}"
+                                       "(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"))  # fmt: skip
+    traceback(c.log, c.g, c.s(2), "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+              "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")  # fmt: skip
+    c.die(c.log, c.g, -6)
+    c.others_time_out()
+
+
+def thermal(c: Ctx) -> None:
+    c.g.thermal, c.g.temp = True, 89 + c.rng.randrange(4)
+    c.others_time_out(lagging=c.g)
+
+
+def power(c: Ctx) -> None:
+    c.host_level = True
+    for g in c.log.gpus:
+        g.power_brake = True
+    c.others_time_out(lagging=c.g)
+
+
+def network(c: Ctx) -> None:
+    local = c.log.gpus.index(c.g)
+    nic = NIC_BUSES[local]
+    c.log.k(c.s(-4), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link down")
+    c.log.k(c.s(25), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link up")
+    peer = f"10.0.{c.rng.randrange(1, 250)}.{c.rng.randrange(1, 250)}<{c.rng.randrange(32768, 61000)}>"
+    c.log.j(c.fail, f"{c.log.host}:{c.g.pid}:{c.g.pid + 90} [{local}] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
+                    f"completion from peer {peer} with error 12, opcode 0, len 0, vendor err 129 (Recv) "
+                    f"localGid ::ffff:10.0.0.{local + 1} remoteGid ::ffff:10.0.0.99 hca mlx5_{local}")  # fmt: skip
+    c.others_time_out()
+
+
+def numerical(c: Ctx) -> None:
+    c.nan_from = -1  # set by the caller: the step a few steps before the failure
+    bus = c.g.bus
+    c.log.k(c.fail, xid_line(bus, 31, c.g.pid, f"Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS "
+                             f"GPCCLIENT_T1_0 faulted @ 0x7f{c.rng.getrandbits(28):07x}_00000000. Fault is of type "
+                             "FAULT_PDE ACCESS_TYPE_VIRT_READ"))  # fmt: skip
+    traceback(c.log, c.g, c.s(0.5), "RuntimeError: CUDA error: an illegal memory access was encountered")
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def code_bug(c: Ctx) -> None:
+    if c.rng.random() < 0.5:
+        c.log.j(c.fail, *(f"[rank{c.g.rank}]: ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_"
+                          f"kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
+                          for t in range(3)))  # fmt: skip
+        traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
+    else:
+        traceback(c.log, c.g, c.fail, c.rng.choice([
+            "IndexError: index 32768 is out of bounds for dimension 0 with size 32000",
+            "KeyError: 'input_ids'", "ValueError: Expected input batch_size (16) to match target batch_size (8).",
+        ]))  # fmt: skip
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def gpu_oom(c: Ctx) -> None:
+    local = c.log.gpus.index(c.g)
+    traceback(c.log, c.g, c.fail, f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU "
+              f"{local} has a total capacity of 79.10 GiB of which 1.94 GiB is free. Including non-PyTorch memory, "
+              "this process has 77.15 GiB memory in use.")  # fmt: skip
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def host_oom(c: Ctx) -> None:
+    c.host_level = True
+    c.log.k(c.s(-0.2), "python invoked oom-killer: gfp_mask=0x140dca(GFP_HIGHUSER_MOVABLE|__GFP_COMP|__GFP_ZERO), "
+                       "order=0, oom_score_adj=0")  # fmt: skip
+    c.log.k(c.fail, f"Out of memory: Killed process {c.g.pid} (python) total-vm:1532471824kB, anon-rss:198123452kB, "
+                    "file-rss:81232kB, shmem-rss:12288kB, UID:0 pgtables:412340kB oom_score_adj:0")  # fmt: skip
+    c.die(c.log, c.g, -9)
+    c.others_time_out()
+
+
+def host_memory(c: Ctx) -> None:
+    c.host_level = True
+    page = c.rng.getrandbits(22)
+    c.log.k(c.s(-0.1), "mce: [Hardware Error]: Machine check events logged")
+    c.log.k(c.fail, f"EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 "
+                    f"page:0x{page:x} offset:0x400 grain:32 - err_code:0x00a0:0x0091 socket:1 imc:0 rank:0)")  # fmt: skip
+    c.log.k(c.s(0.01), f"Memory failure: 0x{page:x}: Sending SIGBUS to python:{c.g.pid} due to hardware memory corruption")
+    c.die(c.log, c.g, -7)
+    c.others_time_out()
+
+
+def storage(c: Ctx) -> None:
+    c.host_level = True
+    c.log.k(c.s(-30), f"nvme nvme1: I/O {c.rng.randrange(1000)} QID {c.rng.randrange(1, 64)} timeout, reset controller")
+    c.log.k(c.s(-2), "EXT4-fs error (device nvme1n1): ext4_journal_check_start:83: comm python: Detected aborted journal")
+    c.log.k(c.s(-1.9), "EXT4-fs (nvme1n1): Remounting filesystem read-only")
+    traceback(c.log, c.g, c.fail, "OSError: [Errno 30] Read-only file system: '/checkpoints/iter_0012000/mp_rank_00/"
+              "model_optim_rng.pt'")  # fmt: skip
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def driver(c: Ctx) -> None:
+    c.at_start = True
+    c.log.k(c.s(-5), f"NVRM: GPU {bdf(c.g.bus)}: RmInitAdapter failed! (0x25:0x65:1457)",
+            f"NVRM: GPU {bdf(c.g.bus)}: rm_init_adapter failed, device minor number {c.g.minor}")  # fmt: skip
+    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def container_runtime(c: Ctx) -> None:
+    c.at_start = True
+    c.host_level = True
+    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA error: no CUDA-capable device is detected")
+    c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def hang(c: Ctx) -> None:
+    c.others_time_out(lagging=c.g)
+
+
+def unknown(c: Ctx) -> None:
+    c.die(c.log, c.g, 1)
+    for log in c.logs:  # the agent tears the others down (SIGTERM): no timeouts, no evidence
+        for g in log.gpus:
+            if g is not c.g:
+                c.die(log, g, -15)
+
+
+SCENARIOS: dict[str, Callable[[Ctx], None]] = {
+    "pcie_link": pcie_link, "gpu_hardware": gpu_hardware, "gpu_memory": gpu_memory, "nvlink": nvlink,
+    "thermal": thermal, "power": power, "network": network, "numerical": numerical, "code_bug": code_bug,
+    "gpu_oom": gpu_oom, "host_oom": host_oom, "host_memory": host_memory, "storage": storage, "driver": driver,
+    "container_runtime": container_runtime, "hang": hang, "unknown": unknown,
+}  # fmt: skip
+
+#: How often each cause is drawn by default (shaped like published interruption tables: GPUs and
+#: their memory first, then network, software, host).
+WEIGHTS: dict[str, float] = {
+    "pcie_link": 6, "gpu_hardware": 14, "gpu_memory": 17, "nvlink": 5, "thermal": 2, "power": 2, "network": 10,
+    "numerical": 6, "code_bug": 9, "gpu_oom": 5, "host_oom": 4, "host_memory": 4, "storage": 3, "driver": 3,
+    "container_runtime": 2, "hang": 5, "unknown": 3,
+}  # fmt: skip

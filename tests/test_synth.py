@@ -1,0 +1,135 @@
+"""The synthetic incident generator: deterministic, labelled, and read by our parsers as planted."""
+
+from __future__ import annotations
+
+import tarfile
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from forensics.cli import main
+from forensics.ingest import discover, incident
+from forensics.synth import CAUSES, synth
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _labels(root: Path) -> list[dict]:
+    """The ``[label]`` of every incident, folders and tarballs alike."""
+    out = []
+    for path in sorted(root.iterdir()):
+        if path.name.endswith(".tar.gz"):
+            with tarfile.open(path) as tar:
+                text = tar.extractfile(f"{path.name.removesuffix('.tar.gz')}/incident.toml").read().decode()  # type: ignore[union-attr]
+        elif path.is_dir():
+            text = (path / "incident.toml").read_text()
+        else:
+            continue
+        out.append(tomllib.loads(text)["label"])
+    return out
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
+    a, b, c = (synth(tmp_path / n, 12, seed=s).out for n, s in (("a", 5), ("b", 5), ("c", 6)))
+    tree = _tree(a)
+    assert tree == _tree(b) and tree != _tree(c)
+    assert any(name.endswith(".tar.gz") for name in tree) and any(name.endswith("/train.log") for name in tree)
+
+
+# What each planted cause must leave, as our parsers read it: (kind, code or None) on the first-failing host.
+SIGNATURES = {
+    "pcie_link": [("pcie.aer", None), ("gpu.xid", 79)], "gpu_hardware": [("torch.watchdog_timeout", None)],
+    "gpu_memory": [("gpu.xid", 48), ("gpu.xid", 63), ("gpu.remap_pending", None), ("cuda.ecc", None)],
+    "nvlink": [("gpu.xid", 74)], "thermal": [("gpu.thermal_slowdown", None)], "power": [("gpu.power_slowdown", None)],
+    "network": [("net.link", None), ("nccl.net_error", None)],
+    "numerical": [("train.loss_nonfinite", None), ("cuda.illegal_address", None), ("gpu.xid", 31)],
+    "code_bug": [("py.exception|cuda.device_assert", None)], "gpu_oom": [("cuda.oom", None)], "host_oom": [("host.oom_kill", None)],
+    "host_memory": [("host.edac", None), ("host.mce", None)], "storage": [("disk.nvme", None), ("fs.readonly", None)],
+    "driver": [("gpu.driver", None)], "container_runtime": [("cuda.error", None)],
+    "hang": [("torch.watchdog_timeout", None)], "unknown": [("job.child_failed", None)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cause", CAUSES)
+def test_every_cause_is_read_back_as_planted(tmp_path: Path, cause: str) -> None:
+    out = synth(tmp_path / "s", 1, seed=11, hosts_per_incident=(1, 1), causes=[cause], lemons=()).out
+    ref = discover.find_incidents([out]).incidents[0]
+    label = ref.config["label"]
+    assert label["root_cause"] == cause
+    t = incident.read_incident(ref)
+    files = pl.from_arrow(t.files)
+    assert files["unparsed"].sum() == 0 and files["error"].null_count() == files.height
+    assert files["source"].null_count() == 0 and {"kernel", "nvsmi"} <= set(files["source"])
+    assert set(files["source"]) & {"nccl", "torch", "trainlog"}  # the job log, sniffed by its first lines
+    ev = pl.from_arrow(t.events).filter(pl.col("host") == label["first_host"])
+    for kind, code in SIGNATURES[cause]:
+        hit = ev.filter(pl.col("kind").is_in(kind.split("|")))
+        hit = hit if code is None else hit.filter(pl.col("code") == code)
+        assert hit.height, f"{cause}: no {kind} {code or ''}"
+    if label.get("first_gpu"):  # the GPU-level evidence names the planted GPU
+        gpu_kinds = {"gpu.xid", "pcie.aer", "gpu.remap_pending", "gpu.thermal_slowdown"}
+        named = ev.filter(pl.col("kind").is_in(gpu_kinds & {k for k, _ in SIGNATURES[cause]}))
+        assert set(named["gpu"]) <= {label["first_gpu"]} | (set(ev.filter(pl.col("code") == 74)["gpu"]) if cause == "nvlink" else set())
+    if cause == "numerical":  # the NaN comes before the MMU fault (tracebacks carry no time)
+        nan = ev.filter(pl.col("kind") == "train.loss_nonfinite")["ts"].min()
+        fault = ev.filter((pl.col("kind") == "gpu.xid") & (pl.col("code") == 31))["ts"].min()
+        assert nan is not None and fault is not None and nan < fault
+
+
+def test_lemons_are_planted_and_move(tmp_path: Path) -> None:
+    report = synth(tmp_path / "s", 150, seed=3)
+    labels = _labels(report.out)
+    lemons = report.lemons
+    assert set(lemons) == {"card", "slot", "node"}
+    by = Counter(lab.get("lemon") for lab in labels)
+    assert all(by[k] >= 3 for k in ("card", "slot", "node")), by
+    card = [lab for lab in labels if lab.get("lemon") == "card"]
+    assert {lab["first_serial"] for lab in card} == {lemons["card"]}
+    assert len({(lab["first_host"], lab["first_gpu"]) for lab in card}) >= 2  # the card moved between slots
+    slot_host, slot_bus = lemons["slot"].split("/")
+    slot = [lab for lab in labels if lab.get("lemon") == "slot"]
+    assert {(lab["first_host"], lab["first_gpu"]) for lab in slot} == {(slot_host, f"0000:{slot_bus}:00.0")}
+    assert {lab["first_host"] for lab in labels if lab.get("lemon") == "node"} == {lemons["node"]}
+    # no other card, slot or node repeats like a lemon does
+    others = [lab for lab in labels if not lab.get("lemon")]
+    serials = Counter(lab.get("first_serial") for lab in others if lab.get("first_serial"))
+    assert lemons["card"] not in serials and max(serials.values()) <= 2
+    assert lemons["node"] not in {lab["first_host"] for lab in others}
+
+
+def test_cli_synth(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "s"), "-n", "4", "--seed", "2",
+                                       "--causes", "hang,gpu_oom", "--lemons", "none"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 's'}: 4 incidents, ")
+    assert sorted(line.split()[0] for line in lines[1:]) == ["gpu_oom", "hang"][: len(lines) - 1] or len(lines) == 3
+    toml = tomllib.loads((next(p for p in sorted((tmp_path / "s").rglob("incident.toml")))).read_text())
+    assert toml["label"]["root_cause"] in {"hang", "gpu_oom"} and toml["job"]["gpus"] % 8 == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--causes", "cosmic_rays"], "Error: unknown cause 'cosmic_rays'"),
+        (["--lemons", "gpu"], "Error: unknown lemon kind 'gpu'"),
+        (["--hosts-per-incident", "3-1"], "Error: --hosts-per-incident 3-1: need 1 <= A <= B"),
+    ],
+)
+def test_cli_synth_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "s"), "-n", "2", *args])
+    assert result.exit_code == 1 and message in result.output
+
+
+def test_synth_never_replaces_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "mine"), "-n", "1"])
+    assert result.exit_code == 1 and "a folder with other content" in result.output
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
