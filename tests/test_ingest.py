@@ -208,6 +208,19 @@ def test_yearless_journal_gets_its_years_across_new_year(tmp_path: Path) -> None
     assert set(journal["year_from"]) == {"context"} and set(journal["how"]) == {"assumed"}
 
 
+def test_a_serial_line_without_a_bus_belongs_to_the_gpu_above(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "node1" / "dmesg").write_text(
+        "[   22.100000] NVRM: GPU at PCI:0000:18:00: GPU-11111111-2222-3333-4444-555555555555\n"
+        "[   22.100000] NVRM: GPU Board Serial Number: 1654922000011\n"
+        "[   22.500000] NVRM: GPU at PCI:0000:2a:00: GPU-66666666-2222-3333-4444-555555555555\n"
+        "[   22.500000] NVRM: GPU Board Serial Number: 1654922000022\n"
+    )
+    ids = pl.from_arrow(incident.read_incident(discover.find_incidents([inc]).incidents[0]).identities)
+    assert ids.select("gpu", "serial").rows() == [("0000:18:00.0", "1654922000011"), ("0000:2a:00.0", "1654922000022")]
+
+
 def test_timezone_from_incident_toml(tmp_path: Path) -> None:
     inc = tmp_path / "tz"
     (inc / "h").mkdir(parents=True)
@@ -341,7 +354,7 @@ def test_cli_ingest_corpus(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == f"{tmp_path / 'ds'}: 15 added, 0 replaced, 0 unchanged, 0 failed"
-    assert lines[1] == "incidents 15  files 15  events 735  gpus 1  metrics 0  identities 4"
+    assert lines[1] == "incidents 15  files 15  events 735  gpus 1  metrics 0  identities 3"
     assert lines[2] == ("files: 151,746 bytes, 1,029 lines, 735 records, 0 unparsed, 0 claimed by no source, "
                         "0 with an error")  # fmt: skip
     assert lines[4].split() == ["kernel", "gpu.xid", "653", "4"]

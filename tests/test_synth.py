@@ -133,3 +133,14 @@ def test_synth_never_replaces_a_folder_it_did_not_write(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "mine"), "-n", "1"])
     assert result.exit_code == 1 and "a folder with other content" in result.output
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_identities_agree_across_nvrm_nvidia_smi_and_nccl(tmp_path: Path) -> None:
+    out = synth(tmp_path / "s", 1, seed=4, hosts_per_incident=(2, 2), causes=["hang"], lemons=()).out
+    t = incident.read_incident(discover.find_incidents([out]).incidents[0])
+    ids = pl.from_arrow(t.identities)
+    assert ids.height == 16 and ids["gpu"].null_count() == 0
+    assert ids.filter(pl.col("serial").is_null() | pl.col("uuid").is_null() | pl.col("minor").is_null()).height == 0
+    assert ids["ranks"].list.len().to_list() == [1] * 16 and sorted(ids["ranks"].explode()) == list(range(16))
+    assert set(ids["learnt_from"].explode()) == {"NCCL", "NVRM", "nvidia-smi"}
+    assert ids["learnt_from"].list.len().min() == 3  # every GPU was matched by all three, not split into rows

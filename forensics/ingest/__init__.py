@@ -22,6 +22,7 @@ import os
 import sys
 import time
 import types
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -202,10 +203,10 @@ def _run_pool(todo: list[tuple[IncidentRef, Record | None]], root: str, limits: 
 def _pool(context, todo, root, limits, workers, report, progress, total) -> None:  # type: ignore[no-untyped-def]
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         pending: set[Future[Done]] = set()
-        queue = list(todo)
+        queue = deque(todo)
         while queue or pending:
             while queue and len(pending) < workers * 2:
-                ref, known = queue.pop(0)
+                ref, known = queue.popleft()
                 pending.add(pool.submit(ingest_one, ref, root, known, limits))
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -239,19 +240,27 @@ def _run_dask(todo: list[tuple[IncidentRef, Record | None]], root: str, limits: 
         if scheduler is not None:
             _check_workers(client)
         slots = max(1, sum(client.nthreads().values()))
-        queue = list(todo)
+        queue = deque(todo)
         running = as_completed()
+        refs: dict[str, IncidentRef] = {}
         run = os.urandom(4).hex()  # task keys unique per run, readable on the dashboard
 
         def submit() -> None:
-            ref, known = queue.pop(0)
-            running.add(client.submit(ingest_one, ref, root, known, limits, pure=False,
-                                      key=f"ingest-{run}-{incident_key(ref.id)}"))  # fmt: skip
+            ref, known = queue.popleft()
+            future = client.submit(ingest_one, ref, root, known, limits, pure=False,
+                                   key=f"ingest-{run}-{incident_key(ref.id)}")  # fmt: skip
+            refs[future.key] = ref
+            running.add(future)
 
         while queue and running.count() < slots * 2:
             submit()
         for future in running:
-            _finish(report, future.result(), progress, total)
+            ref = refs.pop(future.key)
+            try:
+                done = future.result()
+            except Exception as exc:  # the task itself died (its worker was lost too often): that incident only
+                done = Done(ref.id, str(ref.path), "failed", error=f"{type(exc).__name__}: {exc}")
+            _finish(report, done, progress, total)
             future.release()
             if queue:
                 submit()
@@ -265,7 +274,10 @@ def _check_workers(client) -> None:  # type: ignore[no-untyped-def]
     """Every worker must run this version of gpu-forensics: another parser would write other rows."""
     from .. import __version__
 
-    seen = client.run(_worker_version)
+    try:
+        seen = client.run(_worker_version)
+    except Exception as exc:  # noqa: BLE001 - a worker that cannot even load the check has no gpu-forensics
+        raise InputError(f"the Dask workers cannot run gpu-forensics: {type(exc).__name__}: {exc}") from exc
     if not seen:
         raise InputError("the Dask cluster has no workers")
     wrong = {w: v for w, v in seen.items() if v != __version__}

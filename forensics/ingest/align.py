@@ -276,10 +276,17 @@ def identities(incident: str, events: pl.DataFrame, gpus: pl.DataFrame, facts: l
                                  rank=pl.lit(None, pl.Int32), learnt_from=pl.lit("nvidia-smi")))  # fmt: skip
     driver = events.filter(pl.col("kind") == "gpu.driver")
     if driver.height:
-        parts.append(driver.select("host", "gpu", uuid=_detail("uuid"), serial=_detail("serial"),
-                                   minor=_detail("minor").cast(pl.Int32, strict=False), product=pl.lit(None, pl.String),
-                                   rank=pl.lit(None, pl.Int32), learnt_from=pl.lit("NVRM")).filter(
-            pl.col("uuid").is_not_null() | pl.col("serial").is_not_null() | pl.col("minor").is_not_null()))  # fmt: skip
+        nvrm = driver.select("host", "gpu", "file", "line", uuid=_detail("uuid"), serial=_detail("serial"),
+                             minor=_detail("minor").cast(pl.Int32, strict=False), product=pl.lit(None, pl.String),
+                             rank=pl.lit(None, pl.Int32), learnt_from=pl.lit("NVRM")).filter(
+            pl.col("uuid").is_not_null() | pl.col("serial").is_not_null() | pl.col("minor").is_not_null())  # fmt: skip
+        # "NVRM: GPU Board Serial Number: …" names no bus: it is the GPU of the identity line just above.
+        above = pl.col("line").shift(1).over("file", order_by="line") == pl.col("line") - 1
+        nvrm = nvrm.with_columns(
+            gpu=pl.when(pl.col("gpu").is_null() & above).then(pl.col("gpu").shift(1).over("file", order_by="line"))
+            .otherwise(pl.col("gpu"))
+        )  # fmt: skip
+        parts.append(nvrm.drop("file", "line"))
     nccl = events.filter((pl.col("kind") == "nccl.init") & pl.col("gpu").is_not_null())
     if nccl.height:
         parts.append(nccl.select("host", "gpu", uuid=pl.lit(None, pl.String), serial=pl.lit(None, pl.String),
@@ -293,11 +300,15 @@ def identities(incident: str, events: pl.DataFrame, gpus: pl.DataFrame, facts: l
     if not parts:
         return pl.DataFrame(schema=IDENTITY_COLUMNS)
     rows = pl.concat(parts, how="vertical_relaxed")
-    # A UUID seen without a bus id joins the row that has both.
-    by_uuid = rows.filter(pl.col("gpu").is_not_null() & pl.col("uuid").is_not_null()).group_by("host", "uuid").agg(
-        _gpu=pl.col("gpu").first()
-    )
-    rows = rows.join(by_uuid, on=["host", "uuid"], how="left").with_columns(gpu=pl.coalesce("gpu", "_gpu")).drop("_gpu")
+    # A UUID or serial seen without a bus id joins the row that has both (when only one has it).
+    for key in ("uuid", "serial"):
+        known = (
+            rows.filter(pl.col("gpu").is_not_null() & pl.col(key).is_not_null())
+            .group_by("host", key).agg(_gpu=pl.col("gpu").unique())
+            .filter(pl.col("_gpu").list.len() == 1).with_columns(pl.col("_gpu").list.first())
+        )  # fmt: skip
+        rows = rows.join(known, on=["host", key], how="left", nulls_equal=False).with_columns(
+            gpu=pl.coalesce("gpu", "_gpu")).drop("_gpu")  # fmt: skip
     first = [pl.col(c).drop_nulls().first().alias(c) for c in ("uuid", "serial", "minor", "product")]
     return (
         rows.group_by("host", "gpu")

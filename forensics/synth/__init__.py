@@ -14,8 +14,10 @@ byte-identical output (archive member times are fixed).
 >>> import tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "synth"
 >>> report = synth(out, incidents=3, seed=7)
->>> [p.name for p in sorted(out.iterdir())][:2]
-['synth-000000', 'synth-000001']
+>>> [p.name for p in sorted(out.glob("synth-*"))]
+['synth-000000', 'synth-000001', 'synth-000002.tar.gz']
+>>> sorted(report.causes)
+['gpu_memory', 'host_memory', 'pcie_link']
 """
 
 from __future__ import annotations
