@@ -13,11 +13,11 @@ byte-identical output (archive member times are fixed).
 
 >>> import tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "synth"
->>> report = synth(out, incidents=3, seed=7)
->>> [p.name for p in sorted(out.glob("synth-*"))]
-['synth-000000', 'synth-000001', 'synth-000002.tar.gz']
->>> sorted(report.causes)
-['gpu_memory', 'host_memory', 'pcie_link']
+>>> first = synth(out, incidents=3, seed=7).causes
+>>> first == synth(out, incidents=3, seed=7).causes  # a rerun replaces its own earlier output
+True
+>>> sorted(p.name.split(".")[0] for p in out.glob("synth-*"))  # folders or .tar.gz
+['synth-000000', 'synth-000001', 'synth-000002']
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..errors import InputError
 from .causes import SCENARIOS, WEIGHTS, Ctx
 from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
 from .job import nccl_init, torchrun_report, train_steps
-from .logs import Gpu, HostLog
+from .logs import Gpu, HostLog, ctime
 
 __all__ = ["CAUSES", "LEMON_KINDS", "SynthReport", "synth"]
 
@@ -44,8 +44,19 @@ CAUSES = tuple(SCENARIOS)
 
 #: The share of incidents caused by a planted repeat offender (when lemons are planted).
 LEMON_SHARE = 0.12
-#: The share of incidents packed as a ``.tar.gz``.
+#: The share of incidents packed as a ``.tar.gz``, and of those cut short (a damaged copy).
 TARBALL_SHARE = 0.15
+CORRUPT_TARBALL_SHARE = 0.05
+#: The share of incidents whose hosts print local time (the zone is in ``incident.toml``).
+LOCAL_TIME_SHARE = 0.3
+ZONES = ("America/Los_Angeles", "Europe/Berlin", "Asia/Shanghai", "Asia/Kolkata")
+#: The share of hosts whose clock is minutes off; the rest are within about a second.
+BAD_CLOCK_SHARE = 0.03
+#: Shares of hosts archived as an nvidia-bug-report, of kern.logs rotated, of incidents with a
+#: bystander's dmesg truncated.
+BUG_REPORT_SHARE = 0.08
+ROTATED_SHARE = 0.4
+TRUNCATED_SHARE = 0.05
 MARKER = ".forensics-synth"  # marks a folder this generator wrote, which a later run may replace
 MTIME = 1735689600  # 2025-01-01: fixed archive member times, so output is byte-identical per seed
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
@@ -134,12 +145,15 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     world = 8 * k
     fail = when
     started = fail - timedelta(seconds=rng.randrange(2 * 3600, 30 * 3600))
+    tz = "UTC" if rng.random() >= LOCAL_TIME_SHARE else rng.choice(ZONES)
     logs: list[HostLog] = []
     for i, host in enumerate(hosts):
         boot = started - timedelta(seconds=rng.randrange(600, 40 * 86400))
         gpus = [Gpu(bus, fleet.cards[(host, bus)], minor, 8 * i + minor, 10000 + rng.randrange(50000) + minor)
                 for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
-        log = HostLog(host, boot, gpus, rng)
+        # NTP keeps clocks within a second or so; now and then a host's has drifted by minutes.
+        skew = rng.uniform(90, 300) * rng.choice([-1, 1]) if rng.random() < BAD_CLOCK_SHARE else rng.gauss(0, 0.6)
+        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz)
         log.boot_messages(rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))
         log.noise(started, fail, misleading=host != fail_host)
         logs.append(log)
@@ -169,15 +183,20 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     first_serial = ctx.g.card.serial
     fleet.after_failure(rng, fail_host, fail_bus, cause)
 
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes] = {"incident.toml": b""}  # first in a tarball: a damaged one keeps its label
+    damage: list[str] = []
     for i, log in enumerate(logs):
-        files[f"{log.host}/dmesg.log"] = log.dmesg().encode()
-        if (n + i) % 2:
-            files[f"{log.host}/kern.log"] = log.kern_log().encode()
+        taken = end + timedelta(seconds=120 + rng.randrange(600))
+        if rng.random() < BUG_REPORT_SHARE:
+            files[f"{log.host}/nvidia-bug-report.log.gz"] = gzip.compress(_bug_report(log, taken), mtime=0)
         else:
-            files[f"{log.host}/journal.log"] = log.journal().encode()
+            files.update(_host_files(log, taken, syslog=bool((n + i) % 2), rng=rng))
         files[f"{log.host}/train.log"] = log.job_log().encode()
-        files[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(end + timedelta(seconds=120)).encode()
+    bystanders = [log.host for log in logs if log.host != fail_host and f"{log.host}/dmesg.log" in files]
+    if bystanders and rng.random() < TRUNCATED_SHARE:  # copied while still being written
+        name = f"{rng.choice(bystanders)}/dmesg.log"
+        files[name] = files[name][: rng.randrange(len(files[name]) * 2 // 3, len(files[name]))]
+        damage.append(f"{name} truncated")
     label = {
         "root_cause": cause, "first_host": fail_host, "first_rank": ctx.g.rank,
         "first_gpu": None if ctx.host_level else f"0000:{fail_bus}:00.0",
@@ -187,11 +206,18 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     job = {"name": rng.choice(["pretrain-llm-70b", "pretrain-llm-8b", "sft-13b", "vlm-34b"]), "gpus": world,
            "hosts": len(hosts), "checkpoint_interval_s": interval,
            "last_checkpoint": f"{last_ckpt:%Y-%m-%dT%H:%M:%SZ}", "started": f"{started:%Y-%m-%dT%H:%M:%SZ}"}  # fmt: skip
-    files["incident.toml"] = _toml({"id": iid, "timezone": "UTC"}, {"label": label, "job": job, "synth": {
-        "generator": "forensics.synth", "lemon_card": fleet.lemons.get("card"), "lemon_slot": fleet.lemons.get("slot"),
-        "lemon_node": fleet.lemons.get("node")}}).encode()  # fmt: skip
-    if rng.random() < TARBALL_SHARE:
-        (out / f"{iid}.tar.gz").write_bytes(_tarball(iid, files))
+    tarball = rng.random() < TARBALL_SHARE
+    cut = tarball and rng.random() < CORRUPT_TARBALL_SHARE
+    if cut:
+        damage.append("archive cut short")
+    synth_facts = {"generator": "forensics.synth", "lemon_card": fleet.lemons.get("card"),
+                   "lemon_slot": fleet.lemons.get("slot"), "lemon_node": fleet.lemons.get("node"),
+                   "damage": "; ".join(damage) or None}  # fmt: skip
+    files["incident.toml"] = _toml({"id": iid, "timezone": tz}, {"label": label, "job": job, "synth": synth_facts,
+                                    "synth.clock_skew_s": {log.host: log.skew_s for log in logs}}).encode()  # fmt: skip
+    if tarball:
+        data = _tarball(iid, files)
+        (out / f"{iid}.tar.gz").write_bytes(data[: len(data) * 9 // 10] if cut else data)
     else:
         for name, data in files.items():
             path = out / iid / name
@@ -200,9 +226,48 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     return files
 
 
+def _host_files(log: HostLog, taken: datetime, *, syslog: bool, rng: random.Random) -> dict[str, bytes]:
+    """A host's logs as separate files: raw dmesg, kern.log (sometimes rotated, the older part
+    compressed) or a journal export, and the nvidia-smi snapshot."""
+    out = {f"{log.host}/dmesg.log": log.dmesg().encode()}
+    if syslog:
+        lines = log.kern_log().encode().splitlines(keepends=True)
+        if len(lines) > 10 and rng.random() < ROTATED_SHARE:
+            cut = len(lines) * 3 // 5
+            older = b"".join(lines[:cut])
+            if rng.random() < 0.5:
+                out[f"{log.host}/kern.log.1.gz"] = gzip.compress(older, mtime=0)
+            else:
+                out[f"{log.host}/kern.log.1"] = older
+            lines = lines[cut:]
+        out[f"{log.host}/kern.log"] = b"".join(lines)
+    else:
+        out[f"{log.host}/journal.log"] = log.journal().encode()
+    out[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(taken).encode()
+    return out
+
+
+def _bug_report(log: HostLog, taken: datetime) -> bytes:
+    """``nvidia-bug-report.sh`` output for a host: its prologue, kern.log, dmesg and nvidia-smi -q."""
+    shown = log.wall(taken)
+    sep = "\n" + "_" * 44 + "\n\n"
+    sections = [
+        f"Start of NVIDIA bug report log file.  Please include this file, along\nnvidia-bug-report.sh Version: "
+        f"35154\nDate: {ctime(shown)[:-5]} {shown.tzname()} {shown.year}\nuname: Linux {log.host} 5.15.0-119-generic "
+        "#129-Ubuntu SMP Fri Aug 2 19:25:20 UTC 2024 x86_64 x86_64 x86_64 GNU/Linux\n",
+        f"*** /var/log/kern.log\n*** ls: -rw-r----- 1 syslog adm 0 {shown:%Y-%m-%d %H:%M:%S}.000000000 {shown:%z} "
+        f"/var/log/kern.log\n{log.kern_log()}",
+        f"dmesg:\n\n{log.dmesg()}",
+        f"/usr/bin/nvidia-smi --query\n\n{log.nvidia_smi(taken)}",
+    ]  # fmt: skip
+    return (sections[0] + "".join(sep + s for s in sections[1:]) + "\nEnd of NVIDIA bug report log file.\n").encode()
+
+
 def _toml(top: dict[str, object], tables: dict[str, dict[str, object]]) -> str:
     def value(v: object) -> str:
-        return str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int) else f'"{v}"'
+        if isinstance(v, bool):
+            return str(v).lower()
+        return str(v) if isinstance(v, int | float) else f'"{v}"'
 
     lines = [f"{k} = {value(v)}" for k, v in top.items() if v is not None]
     for name, table in tables.items():
@@ -213,7 +278,7 @@ def _toml(top: dict[str, object], tables: dict[str, dict[str, object]]) -> str:
 def _tarball(root: str, files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in sorted(files.items()):
+        for name, data in files.items():  # incident.toml first
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size, info.mtime, info.mode = len(data), MTIME, 0o644
             tar.addfile(info, io.BytesIO(data))

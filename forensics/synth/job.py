@@ -25,7 +25,7 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
         shown = loss * (2.5 if step == spike_at else 1.0)
         gn = 0.6 + rng.random() / 2
         nan = nan_from is not None and step >= nan_from
-        fields = [f" [{at:%Y-%m-%d %H:%M:%S}] iteration {step:8d}/  500000", f"consumed samples: {step * 1024:12d}",
+        fields = [f" [{log.wall(at):%Y-%m-%d %H:%M:%S}] iteration {step:8d}/  500000", f"consumed samples: {step * 1024:12d}",
                   f"elapsed time per iteration (ms): {1100 + rng.random() * 80:.1f}", "learning rate: 3.000000E-04",
                   "global batch size:  1024"]  # fmt: skip
         fields.append("lm loss: nan" if nan else f"lm loss: {shown:.6E}")
@@ -39,11 +39,11 @@ def _glog(at: datetime) -> str:
 
 
 def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, last_done: int) -> None:
-    r = g.rank
-    log.j(at, f"[rank{r}]:[E{_glog(at)} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+    r, shown = g.rank, log.wall(at)
+    log.j(at, f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
               f"timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=262144000, NumelOut=262144000, "
               f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.",
-              f"[rank{r}]:[E{_glog(at)} ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {r}] Exception (either an "
+              f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {r}] Exception (either an "
               f"error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, "
               f"last completed NCCL work: {last_done}.")  # fmt: skip
 
@@ -65,7 +65,7 @@ def torchrun_report(log: HostLog, at: datetime, failed: list[tuple[Gpu, int]], s
         why = (f"Signal {-exitcode} ({signal}) received by PID {g.pid}" if signal
                else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")  # fmt: skip
         local = log.gpus.index(g)
-        return [f"[{n}]:", f"  time      : {at:%Y-%m-%d_%H:%M:%S}", f"  host      : {log.host}",
+        return [f"[{n}]:", f"  time      : {log.wall(at):%Y-%m-%d_%H:%M:%S}", f"  host      : {log.host}",
                 f"  rank      : {g.rank} (local_rank: {local})", f"  exitcode  : {exitcode} (pid: {g.pid})",
                 "  error_file: <N/A>", f"  traceback : {why}"]  # fmt: skip
 

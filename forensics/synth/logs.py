@@ -11,8 +11,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from .fleet import DEVICE_ID, GPU_BUSES, NIC_BUSES, PRODUCT, Card, bdf, port_of
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def ctime(at: datetime) -> str:
+    """``Sat Jan 25 10:40:01 2025`` whatever the machine's locale (strftime's %a/%b follow it)."""
+    return f"{DAYS[at.weekday()]} {MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {at.year}"
 
 
 def xid_line(bus: str, code: int, pid: int | None, text: str) -> str:
@@ -61,11 +70,17 @@ class HostLog:
     boot: datetime
     gpus: list[Gpu]
     rng: random.Random
+    skew_s: float = 0.0  # this host's clock error: every wall-clock stamp it prints is off by it
+    tz: str = "UTC"  # the zone its wall clock prints in
     kernel: list[tuple[float, str]] = field(default_factory=list)
     job: list[tuple[datetime, str]] = field(default_factory=list)
     services: list[tuple[datetime, str]] = field(default_factory=list)
 
     # -- building -------------------------------------------------------------------------------
+
+    def wall(self, at: datetime) -> datetime:
+        """What this host's clock showed at the true time ``at`` (its skew, in its zone)."""
+        return (at + timedelta(seconds=self.skew_s)).astimezone(ZoneInfo(self.tz))
 
     def uptime(self, at: datetime) -> float:
         return (at - self.boot).total_seconds()
@@ -138,20 +153,21 @@ class HostLog:
     def kern_log(self) -> str:
         lines = []
         for up, m in sorted(self.kernel, key=lambda x: x[0]):
-            at = self.boot + timedelta(seconds=up)
-            lines.append(f"{at:%b} {at.day:2d} {at:%H:%M:%S} {self.host} kernel: [{up:12.6f}] {m}\n")
+            at = self.wall(self.boot + timedelta(seconds=up))
+            lines.append(f"{MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {self.host} kernel: [{up:12.6f}] {m}\n")
         return "".join(lines)
 
     def journal(self) -> str:
         rows = [(self.boot + timedelta(seconds=up), f"kernel: {m}") for up, m in self.kernel] + self.services
-        return "".join(f"{at:%Y-%m-%dT%H:%M:%S}+0000 {self.host} {m}\n" for at, m in sorted(rows, key=lambda x: x[0]))
+        return "".join(f"{self.wall(at):%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n" for at, m in sorted(rows, key=lambda x: x[0]))
 
     def job_log(self) -> str:
         return "".join(f"{line}\n" for _, line in sorted(self.job, key=lambda x: x[0]))
 
     def nvidia_smi(self, at: datetime) -> str:
         present = [g for g in self.gpus if not g.lost]
-        out = ["==============NVSMI LOG==============", "", f"Timestamp                                 : {at:%a %b %d %H:%M:%S %Y}",
+        at = self.wall(at)
+        out = ["==============NVSMI LOG==============", "", f"Timestamp                                 : {ctime(at)}",
                "Driver Version                            : 550.90.07", "CUDA Version                              : 12.4", "",
                f"Attached GPUs                             : {len(present)}"]  # fmt: skip
         for g in present:
