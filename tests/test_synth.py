@@ -168,3 +168,18 @@ def test_local_time_skew_bug_reports_and_rotation_read_back(tmp_path: Path, monk
     xid48 = ev.filter((pl.col("host") == label["first_host"]) & (pl.col("code") == 48) & pl.col("ts").is_not_null())
     truth = datetime.fromisoformat(label["failed_at"])
     assert xid48.height and all(abs((ts - truth).total_seconds() - skew[label["first_host"]]) < 1.5 for ts in xid48["ts"])
+
+
+def test_a_tarball_of_the_incident_folder_keeps_its_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tar czf synth-000000.tar.gz synth-000000/``: the folder inside is not a host."""
+    import forensics.synth as synth_module
+
+    monkeypatch.setattr(synth_module, "TARBALL_SHARE", 1.0)
+    monkeypatch.setattr(synth_module, "CORRUPT_TARBALL_SHARE", 0.0)
+    out = synth(tmp_path / "s", 1, seed=5, hosts_per_incident=(2, 2), causes=["hang"], lemons=()).out
+    ref = discover.find_incidents([out]).incidents[0]
+    assert ref.path.name == "synth-000000.tar.gz"
+    t = incident.read_incident(ref)
+    files = pl.from_arrow(t.files)
+    assert files["host"].str.starts_with("gpu-node-").all() and files["file"].str.starts_with("gpu-node-").all()
+    assert t.id == "synth-000000" and "hang" in t.incidents.column("labels")[0].as_py()

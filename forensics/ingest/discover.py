@@ -160,15 +160,18 @@ def members(ref: IncidentRef, limits: Limits) -> Iterator[Item]:
     if ref.path.is_file():
         name = ref.path.name
         stream: Iterator[Member] = archive.expand_file(str(ref.path), name, limits=limits, mtime=_mtime(ref.path))
-        strip = name  # an incident archive's members are named without the archive's own name
+        # An incident archive's members are named without the archive's own name, and without the
+        # folder it was made from (``tar czf x.tar.gz x/``), so hosts are the level below it.
+        strips = [name + "/", strip_archive(name) + "/"]
     else:
         stream = _dir_members(ref.path, limits)
-        strip = None
+        strips = []
     # A sosreport tree given as the incident itself: its root is the container of every member.
     whole_sos = ref.path.is_dir() and any((ref.path / d).is_dir() for d in ("sos_commands", "sos_reports"))
     for member in stream:
-        if strip and member.path.startswith(strip + "/"):
-            member.path = member.path[len(strip) + 1 :]
+        for prefix in strips:
+            if member.path.startswith(prefix):
+                member.path = member.path[len(prefix) :]
         yield from _items(member, sos_root="" if whole_sos else None)
 
 
