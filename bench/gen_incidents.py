@@ -15,12 +15,13 @@ import gzip
 import io
 import random
 import shutil
-import tarfile
 import zipfile
 from pathlib import Path
 
 import zstandard
 from gen_common import generator_main
+
+from forensics.synth import tar_bytes
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 PACKAGINGS = ("folder", "gzip-files", "tar.gz", "tar.zst", "zip")
@@ -40,16 +41,6 @@ def _members(incident: Path, new_id: str, suffix: str) -> dict[str, bytes]:
             name = "/".join([f"{rel.parts[0]}-{suffix}", *rel.parts[1:]])
         out[name] = data
     return out
-
-
-def _tar(members: dict[str, bytes], root: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(f"{root}/{name}")
-            info.size, info.mtime = len(data), MTIME
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def write(out: Path, incidents: int, seed: int = 1) -> None:
@@ -72,9 +63,9 @@ def write(out: Path, incidents: int, seed: int = 1) -> None:
                     data = gzip.compress(data, mtime=MTIME)
                 target.write_bytes(data)
         elif packaging == "tar.gz":
-            (out / f"{new_id}.tar.gz").write_bytes(gzip.compress(_tar(members, new_id), mtime=MTIME))
+            (out / f"{new_id}.tar.gz").write_bytes(gzip.compress(tar_bytes(new_id, members), mtime=MTIME))
         elif packaging == "tar.zst":
-            (out / f"{new_id}.tar.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress(_tar(members, new_id)))
+            (out / f"{new_id}.tar.zst").write_bytes(zstandard.ZstdCompressor(level=3).compress(tar_bytes(new_id, members)))
         else:
             buf = io.BytesIO()
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:

@@ -37,7 +37,7 @@ from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
 from .job import nccl_init, torchrun_report, train_steps
 from .logs import Gpu, HostLog, ctime
 
-__all__ = ["CAUSES", "LEMON_KINDS", "SynthReport", "synth"]
+__all__ = ["CAUSES", "LEMON_KINDS", "SynthReport", "synth", "tar_bytes"]
 
 #: Every root cause the generator plants (DESIGN.md's list).
 CAUSES = tuple(SCENARIOS)
@@ -275,11 +275,17 @@ def _toml(top: dict[str, object], tables: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tarball(root: str, files: dict[str, bytes]) -> bytes:
+def tar_bytes(root: str, files: dict[str, bytes]) -> bytes:
+    """An uncompressed tar of ``files`` under the folder ``root``, in the given order, with fixed
+    member times (so the same files give the same bytes)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in files.items():  # incident.toml first
+        for name, data in files.items():
             info = tarfile.TarInfo(f"{root}/{name}")
             info.size, info.mtime, info.mode = len(data), MTIME, 0o644
             tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(buf.getvalue(), mtime=0)
+    return buf.getvalue()
+
+
+def _tarball(root: str, files: dict[str, bytes]) -> bytes:
+    return gzip.compress(tar_bytes(root, files), mtime=0)  # incident.toml comes first in ``files``
