@@ -128,7 +128,7 @@ def date_yearless(events: pl.DataFrame, *, year: int | None, timezone: str | Non
                                    report_date=report_date, mtimes=mtimes)  # fmt: skip
         if chosen is None:
             continue
-        ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("syslog"), year=chosen, timezone=timezone)
+        ts, how = _yearless_utc(chosen, timezone)
         updates.append(part.select("_row", _ts=ts, _from=how, _year_from=pl.lit(source)))
     if not updates:
         return events
@@ -139,6 +139,16 @@ def date_yearless(events: pl.DataFrame, *, year: int | None, timezone: str | Non
         detail=set_detail("ts_from", pl.col("_from"), when=hit)
     ).with_columns(detail=set_detail("year_from", pl.col("_year_from"), when=hit))
     return out.drop("_row", "_ts", "_from", "_year_from")
+
+
+def _yearless_utc(year: int, timezone: str | None) -> tuple[pl.Expr, pl.Expr]:
+    """The time of a year-less ``stamp`` in ``year``: syslog (``Jan  1 03:18:01``) or glog's month-day
+    (``01-01T03:18:01.006231``, as the job-output source keeps it)."""
+    stamp = pl.col("stamp")
+    glog = stamp.str.contains(r"^\d\d-\d\dT")
+    text = pl.when(glog).then(pl.concat_str(pl.lit(f"{year}-"), stamp)).otherwise(stamp)
+    return envelope.to_utc(text, pl.when(glog).then(pl.lit("iso")).otherwise(pl.lit("syslog")), year=year,
+                           timezone=timezone)  # fmt: skip
 
 
 def _year_for(part: pl.DataFrame, file: str, host: Any, *, year: int | None, timezone: str | None,
@@ -161,7 +171,7 @@ def _year_for(part: pl.DataFrame, file: str, host: Any, *, year: int | None, tim
         return None, ""
     best: tuple[float, int] | None = None
     for candidate in (reference.year - 1, reference.year, reference.year + 1):
-        ts, _ = envelope.to_utc(pl.col("stamp"), pl.lit("syslog"), year=candidate, timezone=timezone)
+        ts, _ = _yearless_utc(candidate, timezone)
         value = part.select(ts.median()).item()
         if value is None:
             continue

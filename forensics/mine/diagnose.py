@@ -1,0 +1,176 @@
+"""Per incident: the root cause, how sure, the rule that fired, the first failure and the evidence.
+
+Every rule's matches compete (:mod:`forensics.mine.engine`); per incident the best-scoring match
+wins, ties going to the earlier failure and then to the order of the library. The confidence is the
+winner's score, lowered by how close the best match of another cause comes::
+
+    confidence = score₁ × (1 − score₂ / 2)
+
+An incident no rule matches is ``unknown`` (confidence 0.3 when a rank died, 0.1 when nothing did).
+
+The **first failure** is the earliest hardware event (GPU, PCIe, NIC, host, disk) of the winning chain,
+else its earliest error; for a hang, the
+straggler — the rank whose watchdog reports the lowest last completed work, else the one rank missing
+from the timeouts, else torchrun's "Root Cause (first observed failure)"; for ``unknown``, torchrun's
+root cause, else the first rank that exited.
+
+The labels in ``incident.toml`` are never read here: ``forensics eval`` compares against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from .engine import prepare, run_library
+from .rules import Library, load_library
+
+#: The columns of a diagnosis, one row per incident.
+COLUMNS = ("incident", "root_cause", "confidence", "rule", "first_host", "first_rank", "first_gpu", "first_ts",
+           "evidence", "alternatives")  # fmt: skip
+
+
+def diagnose(source: Any, *, incident: str | None = None, library: Library | None = None) -> pl.DataFrame:
+    """Diagnose every incident of ``source`` (an open dataset, or an events LazyFrame/DataFrame).
+
+    Returns one row per incident with :data:`COLUMNS`; ``evidence`` is a list of structs (file, line,
+    ts, host, kind, code, role, message), ``alternatives`` a list of (root_cause, score, rule).
+    """
+    library = library or load_library()
+    events = _events(source)
+    ids = _incident_ids(source, events)
+    if incident is not None:
+        events = events.filter(pl.col("incident") == incident)
+        ids = [i for i in ids if i == incident]
+    p = prepare(events, library)
+    order = {r.name: n for n, r in enumerate(library.rules)}
+    matches = run_library(p, library).with_columns(
+        _order=pl.col("rule").replace_strict(order, return_dtype=pl.Int32)
+    )
+    ranked = matches.sort(["incident", "score", "t_fail", "_order"], descending=[False, True, False, False],
+                          nulls_last=True)  # fmt: skip
+    per_cause = ranked.unique(["incident", "cause"], keep="first", maintain_order=True)
+    best = per_cause.unique("incident", keep="first", maintain_order=True)
+    alternatives = (
+        per_cause.join(best.select("incident", "rule"), on=["incident", "rule"], how="anti")
+        .group_by("incident", maintain_order=True)
+        .agg(alternatives=pl.struct(root_cause="cause", score=pl.col("score").round(3), rule="rule"),
+             runner_up=pl.col("score").max())  # fmt: skip
+    )
+    best = best.join(alternatives, on="incident", how="left").with_columns(
+        confidence=(pl.col("score") * (1 - pl.col("runner_up").fill_null(0) / 2)).round(3)
+    )
+    chains = _evidence(p, best)
+    first = _first_failure(p, best)
+    out = (
+        pl.DataFrame({"incident": ids}, schema={"incident": pl.String})
+        .join(best.select("incident", "cause", "confidence", "rule", "alternatives"), on="incident", how="left")
+        .join(first, on="incident", how="left")
+        .join(chains, on="incident", how="left")
+    )
+    died = p.filter(pl.col("kind").is_in(["job.child_failed", "job.exit"])).select("incident").unique()
+    unknown_conf = pl.when(pl.col("incident").is_in(died.get_column("incident").implode())).then(0.3).otherwise(0.1)
+    out = out.with_columns(
+        root_cause=pl.col("cause").fill_null("unknown"),
+        confidence=pl.coalesce("confidence", unknown_conf),
+        evidence=pl.col("evidence").fill_null(pl.lit([], dtype=chains.schema["evidence"])),
+        alternatives=pl.col("alternatives").fill_null(pl.lit([], dtype=alternatives.schema["alternatives"])),
+    )
+    out = _unknown_first_failure(p, out)
+    return out.select(COLUMNS).sort("incident")
+
+
+def _events(source: Any) -> pl.LazyFrame:
+    if isinstance(source, pl.LazyFrame):
+        return source
+    if isinstance(source, pl.DataFrame):
+        return source.lazy()
+    return source.events
+
+
+def _incident_ids(source: Any, events: pl.LazyFrame) -> list[str]:
+    if hasattr(source, "incidents"):
+        return source.incidents.select("id").collect().get_column("id").sort().to_list()
+    return events.select("incident").unique().collect().get_column("incident").sort().to_list()
+
+
+#: Kinds of hardware events: the first failure is the earliest of them in the chain, else its earliest error.
+_HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
+_EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
+
+
+def _evidence(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
+    """The chain's rows, in chain order, each with its role (precursor, failure)."""
+    rows = best.select("incident", "rows", "failure").explode("rows").rename({"rows": "row"})
+    rows = rows.join(p.select("row", *_EVIDENCE), on="row", maintain_order="left").with_columns(
+        role=pl.when(pl.col("row") == pl.col("failure")).then(pl.lit("failure")).otherwise(pl.lit("precursor"))
+    )
+    return rows.group_by("incident", maintain_order=True).agg(
+        evidence=pl.struct(*_EVIDENCE[:-1], "role", "message")
+    )
+
+
+def _first_failure(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
+    rows = best.select("incident", "cause", "rows", "failure").explode("rows").rename({"rows": "row"})
+    rows = rows.join(p.select("row", "host", "gpu", "rank", "ts", "sev", "file", "line", "kind"), on="row")
+    rows = rows.with_columns(hardware=pl.col("kind").str.contains(_HARDWARE), error=pl.col("sev") >= 4)
+    first = (
+        rows.sort(["incident", "hardware", "error", "ts", "file", "line"],
+                  descending=[False, True, True, False, False, False], nulls_last=True)  # fmt: skip
+        .unique("incident", keep="first", maintain_order=True)
+        .select("incident", "cause", first_host="host", first_rank="rank", first_gpu="gpu", first_ts="ts")
+    )
+    hangs = first.filter(pl.col("cause") == "hang")
+    if hangs.height:
+        first = pl.concat([first.filter(pl.col("cause") != "hang"), _straggler(p, hangs)], how="vertical_relaxed")
+    return first.drop("cause")
+
+
+def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
+    """The hung rank: lowest last completed work, else the one missing from the timeouts, else torchrun's root cause."""
+    ids = hangs.select("incident")
+    progress = p.join(ids, on="incident").filter(pl.col("kind") == "torch.watchdog_progress").with_columns(
+        done=pl.col("detail").str.json_path_match("$.last_completed").cast(pl.Int64, strict=False)
+    )
+    lowest = progress.filter(pl.col("done") == pl.col("done").min().over("incident"))
+    by_progress = (
+        lowest.filter(pl.col("rank").n_unique().over("incident") == 1)
+        .sort("ts", nulls_last=True).unique("incident", keep="first")
+    )  # fmt: skip
+    timed_out = p.join(ids, on="incident").filter(pl.col("kind").is_in(["torch.watchdog_timeout", "torch.heartbeat_timeout"]))
+    known = p.join(ids, on="incident").filter(pl.col("rank").is_not_null() & (pl.col("kind") == "nccl.init"))
+    missing = known.join(timed_out.select("incident", "rank").unique(), on=["incident", "rank"], how="anti")
+    by_missing = missing.filter(pl.col("rank").n_unique().over("incident") == 1).unique("incident", keep="first")
+    root = _torchrun_root(p.join(ids, on="incident"))
+    picks = [f.select("incident", first_host="host", first_rank="rank", first_gpu="gpu", first_ts="ts")
+             for f in (by_progress, by_missing, root)]  # fmt: skip
+    chosen = pl.concat(picks).unique("incident", keep="first", maintain_order=True)
+    rest = hangs.join(chosen.select("incident"), on="incident", how="anti")
+    out = pl.concat([chosen, rest.drop("cause")], how="vertical_relaxed").with_columns(cause=pl.lit("hang"))
+    return out.select(hangs.columns)
+
+
+def _torchrun_root(p: pl.DataFrame) -> pl.DataFrame:
+    """torchrun's "Root Cause (first observed failure)" row, else the first rank that exited with an error."""
+    failed = p.filter(pl.col("kind") == "job.child_failed").with_columns(
+        root=pl.col("detail").str.json_path_match("$.root_cause") == "true",
+        sigterm=pl.col("code") == -15,
+    )
+    return failed.sort(["incident", "root", "sigterm", "ts", "file", "line"],
+                       descending=[False, True, False, False, False, False], nulls_last=True).unique(
+        "incident", keep="first", maintain_order=True)  # fmt: skip
+
+
+def _unknown_first_failure(p: pl.DataFrame, out: pl.DataFrame) -> pl.DataFrame:
+    unknown = out.filter(pl.col("cause").is_null()).select("incident")
+    if unknown.height == 0:
+        return out
+    root = _torchrun_root(p.join(unknown, on="incident")).select(
+        "incident", _h="host", _r="rank", _g="gpu", _t="ts"
+    )
+    out = out.join(root, on="incident", how="left").with_columns(
+        first_host=pl.coalesce("first_host", "_h"), first_rank=pl.coalesce("first_rank", "_r"),
+        first_gpu=pl.coalesce("first_gpu", "_g"), first_ts=pl.coalesce("first_ts", "_t"),
+    )  # fmt: skip
+    return out.drop("_h", "_r", "_g", "_t")

@@ -1,0 +1,210 @@
+"""Rules compiled to Polars: predicates become expressions, each step of a chain one ``join_asof``.
+
+The events are pre-filtered once to the rows any rule can use (:func:`prepare`), then every rule is a
+few joins on small frames: no per-row Python. Time order uses ``ts``; where a side has no ``ts`` the
+rule's fallback applies — the order of lines within one file (``file``), else co-occurrence in the
+incident (``incident``) — and each fallback lowers the match's score (:data:`PENALTY`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..schema import SEVERITIES
+from .rules import Follower, Library, Match, Rule
+
+#: What a link found by each method is worth against one found in time.
+PENALTY = {"time": 1.0, "file": 0.95, "incident": 0.85}
+KEYS = {"gpu": ["incident", "host", "gpu"], "host": ["incident", "host"], "rank": ["incident", "rank"],
+        "incident": ["incident"]}  # fmt: skip
+_SEV = {s: n for n, s in enumerate(SEVERITIES)}
+_ATTRS = ["incident", "host", "gpu", "rank", "file", "line", "t"]
+#: The job's end, from which each rule's horizon is counted back.
+END_KINDS = ("job.child_failed", "job.exit")
+
+
+def match_expr(m: Match, *, followers: bool = True) -> pl.Expr:
+    """The predicate of one step (``followers=False`` ignores the follower flag: used before it exists)."""
+    globbed = any("*" in k for k in m.kinds)
+    e = pl.col("kind").str.contains(m.kind_regex()) if globbed else pl.col("kind").is_in(list(m.kinds))
+    if m.codes:
+        e = e & pl.any_horizontal([pl.col("code").is_between(lo, hi) for lo, hi in m.codes]).fill_null(False)
+    if m.severities:
+        e = e & pl.col("severity").is_in(list(m.severities))
+    for key, values in m.detail:
+        v = pl.col("detail").str.json_path_match(f"$.{key}")
+        hit = v.is_in(list(values))
+        for value in values:  # a list field (AER bits) holds the value as one element
+            hit = hit | v.str.contains(f'"{value}"', literal=True)
+        e = e & hit.fill_null(False)
+    if m.message is not None:
+        e = e & pl.col("message").str.contains(m.message).fill_null(False)
+    if followers and not m.followers:
+        e = e & ~pl.col("follower")
+    return e
+
+
+def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
+    """The rows some rule, follower or first-failure search can use, numbered, with ``t`` (µs) and
+    ``follower`` (a sympathetic event of an earlier one)."""
+    matches = [s.match for r in library.rules for s in (*r.steps, *r.unless)]
+    matches += [m for f in library.followers for m in (f.match, f.after)]
+    wanted = pl.any_horizontal([match_expr(m, followers=False) for m in matches])
+    wanted = wanted | pl.col("kind").is_in(["torch.watchdog_progress", *END_KINDS, "nccl.init"])
+    p = (
+        events.filter(wanted)
+        .select("incident", "host", "source", "file", "line", "ts", "kind", "severity", "gpu", "rank", "code",
+                "message", "detail")  # fmt: skip
+        .collect()
+    )
+    p = p.with_row_index("row").with_columns(
+        t=pl.col("ts").dt.epoch("us"),
+        sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
+        follower=pl.lit(False),
+    )
+    return mark_followers(p, library.followers)
+
+
+def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataFrame:
+    rows: list[pl.Series] = []
+    for f in followers:
+        later = p.filter(match_expr(f.match, followers=False)).select("row", *_ATTRS)
+        before = p.filter(match_expr(f.after, followers=False)).select("row", *_ATTRS)
+        if later.height and before.height:
+            hit = link(later.rename({"row": "cid"}), before, f.join, f.within_us, "after", "incident", backward=True)
+            rows.append(hit.get_column("cid"))
+    if not rows:
+        return p
+    hits = pl.concat(rows).unique()
+    return p.with_columns(follower=pl.col("row").is_in(hits.implode()))
+
+
+def link(left: pl.DataFrame, right: pl.DataFrame, join: str, within: int | None, order: str, fallback: str, *,
+         backward: bool = False) -> pl.DataFrame:  # fmt: skip
+    """For each ``left`` row (``cid`` and the attributes of its current step), the ``right`` row that
+    follows it (precedes it when ``backward``) on the same key: ``cid``, ``row``, ``how``."""
+    keys = KEYS[join]
+    left = left.drop_nulls(keys)
+    right = right.drop_nulls(keys)
+    empty = pl.DataFrame(schema={"cid": left.schema["cid"], "row": pl.UInt32, "how": pl.String})
+    if left.height == 0 or right.height == 0:
+        return empty
+    r = right.select("row", *keys, r_file="file", r_line="line", r_t="t")
+    if order == "any":  # anywhere on the key: the nearest in time, else the first
+        found = []
+        timed_l, timed_r = left.filter(pl.col("t").is_not_null()), r.filter(pl.col("r_t").is_not_null())
+        if timed_l.height and timed_r.height:
+            j = timed_l.sort("t").join_asof(timed_r.sort("r_t"), left_on="t", right_on="r_t", by=keys,
+                                            strategy="nearest", check_sortedness=False)  # fmt: skip
+            found.append(j.filter(pl.col("row").is_not_null()).select("cid", "row", how=pl.lit("time")))
+        first = r.sort("r_t", "row", nulls_last=True).group_by(keys, maintain_order=True).first()
+        found.append(left.join(first, on=keys).select("cid", "row", how=pl.lit("time")))
+        return pl.concat([f.cast({"row": pl.UInt32}) for f in found]).unique("cid", keep="first", maintain_order=True)
+    strategy = "backward" if backward else "forward"
+    found = []
+    timed_l, timed_r = left.filter(pl.col("t").is_not_null()), r.filter(pl.col("r_t").is_not_null())
+    if timed_l.height and timed_r.height:
+        j = timed_l.sort("t").join_asof(timed_r.sort("r_t"), left_on="t", right_on="r_t", by=keys,
+                                        strategy=strategy, tolerance=within, check_sortedness=False)  # fmt: skip
+        found.append(j.filter(pl.col("row").is_not_null()).select("cid", "row", how=pl.lit("time")))
+    if fallback != "none":
+        # Pairs where one side has no time: the one with none against all, the timed against the untimed.
+        for sub_l, sub_r in ((left.filter(pl.col("t").is_null()), r),
+                             (timed_l, r.filter(pl.col("r_t").is_null()))):  # fmt: skip
+            if sub_l.height == 0 or sub_r.height == 0:
+                continue
+            j = _file_order(sub_l, sub_r, keys, strategy)
+            found.append(j)
+            if fallback == "incident":
+                first = sub_r.sort("r_t", "row", nulls_last=True).group_by(keys, maintain_order=True).first()
+                found.append(sub_l.join(first, on=keys).select("cid", "row", how=pl.lit("incident")))
+    if not found:
+        return empty
+    rank = pl.col("how").replace_strict({"time": 0, "file": 1, "incident": 2}, return_dtype=pl.Int8)
+    out = pl.concat([f.cast({"row": pl.UInt32}) for f in found]).sort(rank, "row")
+    return out.unique("cid", keep="first", maintain_order=True)
+
+
+def _file_order(left: pl.DataFrame, right: pl.DataFrame, keys: list[str], strategy: str) -> pl.DataFrame:
+    """The next (or previous) matching line of the same file."""
+    r = right.rename({"r_file": "file"})
+    j = left.sort("line").join_asof(r.sort("r_line"), left_on="line", right_on="r_line", by=[*keys, "file"],
+                                    strategy=strategy, allow_exact_matches=False, check_sortedness=False)  # fmt: skip
+    return j.filter(pl.col("row").is_not_null()).select("cid", "row", how=pl.lit("file"))
+
+
+def incident_ends(p: pl.DataFrame) -> pl.DataFrame:
+    """Per incident, when the job ended: its last torchrun failure, else its last error, else its last event."""
+    return p.group_by("incident").agg(
+        end=pl.coalesce(
+            pl.col("t").filter(pl.col("kind").is_in(END_KINDS)).max(),
+            pl.col("t").filter(pl.col("sev") >= _SEV["error"]).max(),
+            pl.col("t").max(),
+        )
+    )
+
+
+def run_rule(p: pl.DataFrame, rule: Rule, ends: pl.DataFrame) -> pl.DataFrame:
+    """The matches of one rule: ``incident``, ``rule``, ``cause``, ``score``, ``rows`` (one per step),
+    ``hows`` (how each step was linked), ``failure`` (its row) and ``t_fail``."""
+    frames = [p.filter(match_expr(s.match)).select("row", *_ATTRS) for s in rule.steps]
+    chain = frames[0].with_columns(cid=pl.col("row"), rows=pl.concat_list("row"), hows=pl.concat_list(pl.lit("time")))
+    for step, frame in zip(rule.steps[1:], frames[1:], strict=True):
+        if chain.height == 0:
+            break
+        links = link(chain.select("cid", *_ATTRS), frame, step.join, step.within_us, step.order, rule.fallback)
+        nxt = frame.rename({"row": "_next"})
+        chain = (
+            chain.drop(*_ATTRS, "row").join(links, on="cid")
+            .join(nxt, left_on="row", right_on="_next")
+            .with_columns(rows=pl.concat_list("rows", "row"), hows=pl.concat_list("hows", "how"))
+            .drop("how")
+        )  # fmt: skip
+        # One chain per row reached (its earliest start): chains stay as few as the rows.
+        chain = chain.sort(pl.col("rows").list.first()).unique("row", keep="first", maintain_order=True)
+        chain = chain.with_columns(cid=pl.col("row"))
+    if chain.height == 0:
+        return _no_matches()
+    f = rule.failure
+    chain = chain.with_columns(failure=pl.col("rows").list.get(f)).join(
+        p.select(pl.col("row").alias("failure"), f_host="host", f_gpu="gpu", f_rank="rank", t_fail="t"), on="failure"
+    )
+    chain = chain.join(ends, on="incident", how="left")
+    if rule.horizon_us is not None:
+        near = (pl.col("t_fail") >= pl.col("end") - rule.horizon_us) & (pl.col("t_fail") <= pl.col("end") + 3_600_000_000)
+        chain = chain.filter(near.fill_null(True))
+    for u in rule.unless:
+        if chain.height == 0:
+            break
+        chain = chain.join(_blocked(chain, p.filter(match_expr(u.match)), u.join, u.within_us), on="cid", how="anti")
+    if chain.height == 0:
+        return _no_matches()
+    penalty = pl.col("hows").list.eval(pl.element().replace_strict(PENALTY, return_dtype=pl.Float64)).list.eval(
+        pl.element().log()).list.sum().exp()  # fmt: skip
+    return chain.select(
+        "incident", rule=pl.lit(rule.name), cause=pl.lit(rule.cause), score=pl.lit(rule.weight) * penalty,
+        rows="rows", hows="hows", failure="failure", t_fail="t_fail",
+    )  # fmt: skip
+
+
+def _blocked(chain: pl.DataFrame, found: pl.DataFrame, join: str, within: int | None) -> pl.DataFrame:
+    """The chains whose failure has a ``found`` row on the same key (within the window, either side)."""
+    keys = KEYS[join]
+    c = chain.select("cid", incident="incident", host="f_host", gpu="f_gpu", rank="f_rank", t="t_fail").drop_nulls(keys)
+    f = found.select(*keys, u_t="t").drop_nulls(keys)
+    if within is None:
+        return c.join(f.select(keys).unique(), on=keys).select("cid").unique()
+    near = pl.col("u_t").is_null() | pl.col("t").is_null() | ((pl.col("u_t") - pl.col("t")).abs() <= within)
+    return c.join(f, on=keys).filter(near).select("cid").unique()
+
+
+def _no_matches() -> pl.DataFrame:
+    return pl.DataFrame(schema={"incident": pl.String, "rule": pl.String, "cause": pl.String, "score": pl.Float64,
+                                "rows": pl.List(pl.UInt32), "hows": pl.List(pl.String), "failure": pl.UInt32,
+                                "t_fail": pl.Int64})  # fmt: skip
+
+
+def run_library(p: pl.DataFrame, library: Library) -> pl.DataFrame:
+    """Every match of every rule."""
+    ends = incident_ends(p)
+    return pl.concat([run_rule(p, r, ends) for r in library.rules])
