@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from . import ingest  # a callable package: forensics.ingest(paths, dataset)
 from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
+from .mine import CAUSES, RuleError, diagnose, load_library
+from .mine.evaluate import evaluate
+from .mine.precursors import precursors, sequences
+from .mine.timeline import timeline
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
 from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
 from .store import open_dataset
 
 __all__ = [
+    "CAUSES",
     "EVENTS",
     "FILES",
     "ForensicsError",
@@ -25,13 +30,20 @@ __all__ = [
     "KINDS",
     "METRICS",
     "ParseError",
+    "RuleError",
     "TABLES",
     "UnknownSourceError",
     "canonical_bdf",
+    "diagnose",
+    "evaluate",
     "ingest",
+    "load_library",
     "open_dataset",
     "parse_bytes",
     "parse_file",
+    "precursors",
+    "sequences",
+    "timeline",
 ]
 
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ Library errors (:class:`~forensics.errors.ForensicsError`) print as ``Error: …
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -216,6 +217,157 @@ def synth_cmd(out: Path, incidents: int, seed: int, hosts_per_incident: str, cau
         click.echo(f"  {cause:<18} {count:>6,}")
     for kind, where in report.lemons.items():
         click.echo(f"lemon {kind}: {where}")
+
+
+@contextmanager
+def _dataset(path: Path, *, quiet: bool = True) -> Iterator[Any]:
+    """``path`` as an open dataset: a dataset folder as it is, an incident (or a folder of them) ingested
+    into a temporary dataset first (deleted afterwards)."""
+    from .ingest import ingest
+    from .store import open_dataset
+
+    if (path / "dataset.json").is_file():
+        yield open_dataset(path)
+        return
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
+        report = ingest([str(path)], Path(tmp) / "ds", jobs=1)
+        for d in report.done:
+            if d.status == "failed":
+                raise InputError(f"{d.path}: not ingested: {d.error}")
+        yield open_dataset(Path(tmp) / "ds")
+
+
+def _library(rules: tuple[str, ...]) -> Any:
+    from .mine import load_library
+
+    return load_library(list(rules)) if rules else None
+
+
+_RULES_OPTION = click.option("--rules", multiple=True, type=click.Path(exists=True, path_type=Path),
+                             help="Rule files or folders to use instead of the built-in library (repeatable).")  # fmt: skip
+
+
+@main.command("diagnose")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--incident", help="Only this incident of the dataset.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True,
+              help="table: the diagnoses and their evidence; json: one object per incident and line; markdown.")
+@_RULES_OPTION
+def diagnose_cmd(path: Path, incident: str | None, fmt: str, rules: tuple[str, ...]) -> None:
+    """Root cause, confidence, first failure and evidence of each incident.
+
+    PATH is a dataset (from `forensics ingest`) or an incident folder or archive, which is ingested
+    into a temporary dataset first.
+
+    Example: forensics diagnose incidents.ds --incident job-4711 --format json
+    """
+    from .mine import diagnose
+
+    library = _library(rules)
+    with _dataset(path) as ds:
+        result = diagnose(ds, incident=incident, library=library)
+    if incident is not None and result.height == 0:
+        raise InputError(f"{path}: no incident {incident!r}")
+    if fmt == "json":
+        for line in output.diagnosis_json_lines(result):
+            click.echo(line)
+    elif fmt == "markdown":
+        click.echo(output.diagnosis_markdown(result), nl=False)
+    else:
+        click.echo(output.diagnosis_text(result), nl=False)
+
+
+@main.command("eval")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_RULES_OPTION
+def eval_cmd(path: Path, fmt: str, rules: tuple[str, ...]) -> None:
+    """How right `diagnose` is against the [label] of each incident.toml: accuracy, per-cause
+    precision and recall, the confusion matrix, first-failure agreement.
+
+    Example: forensics eval build/synth.ds
+    """
+    from .mine.evaluate import evaluate
+
+    library = _library(rules)
+    with _dataset(path) as ds:
+        ev = evaluate(ds, library=library)
+    if ev.rows.height == 0:
+        raise InputError(f"{path}: no incident has a [label] root_cause in its incident.toml")
+    if fmt == "json":
+        click.echo(json.dumps({"incidents": ev.rows.height, "accuracy": round(ev.accuracy, 4),
+                               "first_failure": ev.first_failure(), "per_cause": ev.per_cause.to_dicts(),
+                               "confusion": ev.confusion.to_dicts()}))  # fmt: skip
+        return
+    click.echo(output.evaluation_text(ev), nl=False)
+
+
+class _Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from .mine.language import duration_us
+
+        try:
+            return value if isinstance(value, int) else duration_us(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a duration such as 30s, 10m, 2h", param, ctx)
+
+
+@main.command("timeline")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--incident", help="The incident (needed when the dataset holds several).")
+@click.option("--around", metavar="TS|failure", help="Only rows around this ISO time, or the diagnosed first failure.")
+@click.option("--window", type=_Duration(), help="Half-width of the --around window [default: 10m].")
+@click.option("--kinds", metavar="KIND,...", help="Only these kinds (globs: gpu.*); default all but other and train.step.")
+@_RULES_OPTION
+def timeline_cmd(path: Path, incident: str | None, around: str | None, window: int | None, kinds: str | None,
+                 rules: tuple[str, ...]) -> None:  # fmt: skip
+    """All sources of all hosts of one incident on one clock, evidence marked (! failure, > precursor,
+    + related, ~ follower).
+
+    Example: forensics timeline incidents.ds --incident job-4711 --around failure --window 5m
+    """
+    from .mine.timeline import timeline
+
+    if window is not None and around is None:
+        around = "failure"
+    library = _library(rules)
+    with _dataset(path) as ds:
+        rows = timeline(ds, incident, around=around, window_us=window,
+                        kinds=[k.strip() for k in kinds.split(",") if k.strip()] if kinds else None, library=library)  # fmt: skip
+    click.echo(output.timeline_text(rows), nl=False)
+
+
+@main.command("mine")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--target", required=True, metavar="KIND[:CODE]", help="The failure to explain, e.g. gpu.xid:79.")
+@click.option("--window", type=_Duration(), default="30m", show_default=True, help="How far back a precursor may lie.")
+@click.option("--by", type=click.Choice(["gpu", "host", "incident"]), default="host", show_default=True,
+              help="The key a precursor must share with the target.")
+@click.option("--min-support", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Sequences: how many targets a sequence must precede.")
+@click.option("--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def mine_cmd(dataset: Path, target: str, window: int, by: str, min_support: int, top: int, fmt: str) -> None:
+    """Which events precede TARGET, ranked by lift over their base rate, with lead times; then the
+    frequent ordered sequences (2-4 events) that end in it.
+
+    Example: forensics mine incidents.ds --target gpu.xid:79 --window 30m --by host
+    """
+    from .mine.precursors import parse_target, precursors, sequences
+
+    kind, code = parse_target(target)
+    with _dataset(dataset) as ds:
+        pre = precursors(ds.events, kind, code, by=by, window_us=window).collect()
+        seq = sequences(ds.events, kind, code, by=by, window_us=window, min_support=min_support).collect()
+    if fmt == "json":
+        click.echo(json.dumps({"target": target, "by": by, "window_s": window / 1e6,
+                               "precursors": pre.head(top).to_dicts(), "sequences": seq.head(top).to_dicts()}))  # fmt: skip
+        return
+    click.echo(output.mining_text(target, pre.head(top), seq.head(top), window_us=window, by=by), nl=False)
 
 
 class _Progress:

@@ -146,3 +146,173 @@ def dataset_text(ds: object) -> str:
     for source, kind, n, incidents in counts.iter_rows():
         out.append(f"{source:<8}  {kind:<{width}}  {n:>8,}  {incidents:>9}")
     return "\n".join(out) + "\n"
+
+
+# -- diagnoses ----------------------------------------------------------------------------------------
+
+
+def _iso(ts: object) -> str | None:
+    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # type: ignore[attr-defined]
+
+
+def diagnosis_objects(diagnoses: pl.DataFrame) -> Iterator[dict[str, object]]:
+    """One JSON-ready object per incident: ``incident``, ``root_cause``, ``confidence``, ``rule``,
+    ``first_failure`` (host, rank, gpu, ts), ``evidence`` (file, line, ts, host, kind, code, role,
+    message) and ``alternatives`` (root_cause, confidence, rule)."""
+    for d in diagnoses.iter_rows(named=True):
+        yield {
+            "incident": d["incident"],
+            "root_cause": d["root_cause"],
+            "confidence": d["confidence"],
+            "rule": d["rule"],
+            "first_failure": {"host": d["first_host"], "rank": d["first_rank"], "gpu": d["first_gpu"],
+                              "ts": _iso(d["first_ts"])},  # fmt: skip
+            "evidence": [{**e, "ts": _iso(e["ts"])} for e in d["evidence"]],
+            "alternatives": [{"root_cause": a["root_cause"], "confidence": a["score"], "rule": a["rule"]}
+                             for a in d["alternatives"]],  # fmt: skip
+        }
+
+
+def diagnosis_json_lines(diagnoses: pl.DataFrame) -> Iterator[str]:
+    for obj in diagnosis_objects(diagnoses):
+        yield json.dumps(obj, ensure_ascii=False)
+
+
+_ROLE_MARK = {"failure": "!", "precursor": ">", "related": "+", "follower": "~"}
+
+
+def _first_failure_text(d: dict[str, object]) -> str:
+    parts = [str(d["first_host"])] if d["first_host"] else []
+    if d["first_rank"] is not None:
+        parts.append(f"rank {d['first_rank']}")
+    if d["first_gpu"]:
+        parts.append(f"gpu {d['first_gpu']}")
+    if d["first_ts"] is not None:
+        parts.append(f"at {d['first_ts']:%Y-%m-%d %H:%M:%S}")  # type: ignore[str-format]
+    return " ".join(parts) or "-"
+
+
+def _evidence_line(e: dict[str, object]) -> tuple[str, ...]:
+    when = f"{e['ts']:%Y-%m-%d %H:%M:%S}" if e["ts"] is not None else "-"  # type: ignore[str-format]
+    kind = str(e["kind"]) + (f" {e['code']}" if e["code"] is not None else "")
+    first = str(e["message"]).split("\n", 1)[0][:_MESSAGE_CHARS]
+    return (_ROLE_MARK.get(str(e["role"]), " "), f"{e['file']}:{e['line']}", when, kind, first)
+
+
+def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
+    """The diagnosis table, then (``evidence``) each incident's evidence rows, marked ``!`` failure,
+    ``>`` precursor, ``+`` related, ``~`` follower."""
+    if diagnoses.height == 0:
+        return "(no incidents)\n"
+    rows = [(d["incident"], d["root_cause"], f"{d['confidence']:.2f}", d["rule"] or "-", _first_failure_text(d))
+            for d in diagnoses.iter_rows(named=True)]  # fmt: skip
+    names = ("INCIDENT", "ROOT CAUSE", "CONF", "RULE", "FIRST FAILURE")
+    widths = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(4)]
+    out = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=False)) + "  " + names[-1]]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]
+    if evidence:
+        for d in diagnoses.iter_rows(named=True):
+            out.append("")
+            alt = ", ".join(f"{a['root_cause']} {a['score']:.2f}" for a in d["alternatives"][:3])
+            out.append(f"{d['incident']}: {d['root_cause']} ({d['confidence']:.2f}, rule {d['rule'] or '-'})"
+                       + (f"; also {alt}" if alt else ""))  # fmt: skip
+            lines = [_evidence_line(e) for e in d["evidence"]]
+            if not lines:
+                out.append("  (no evidence: no rule matched)")
+            w = [max(len(line[i]) for line in lines) for i in range(4)] if lines else []
+            out += ["  " + "  ".join(v.ljust(x) for v, x in zip(line, w, strict=False)) + "  " + line[-1]
+                    for line in lines]  # fmt: skip
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _md(text: object) -> str:
+    """Text safe in a Markdown table cell: pipes escaped, HTML and back-ticks neutralized."""
+    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("`", "'").replace("\n", " "))  # fmt: skip
+
+
+def diagnosis_markdown(diagnoses: pl.DataFrame) -> str:
+    """A Markdown summary table and, per incident, its evidence table: ready for a postmortem document."""
+    out = ["| Incident | Root cause | Confidence | Rule | First failure |", "|---|---|---|---|---|"]
+    for d in diagnoses.iter_rows(named=True):
+        out.append(f"| {_md(d['incident'])} | {d['root_cause']} | {d['confidence']:.2f} | {_md(d['rule'] or '-')} | "
+                   f"{_md(_first_failure_text(d))} |")  # fmt: skip
+    for d in diagnoses.iter_rows(named=True):
+        out += ["", f"## {_md(d['incident'])}: {d['root_cause']}", ""]
+        if d["alternatives"]:
+            out += ["Also considered: " + ", ".join(f"{a['root_cause']} ({a['score']:.2f}, {_md(a['rule'])})"
+                                                    for a in d["alternatives"]), ""]  # fmt: skip
+        out += ["| | Where | Time | Kind | Message |", "|---|---|---|---|---|"]
+        for e in d["evidence"]:
+            mark, where, when, kind, message = _evidence_line(e)
+            out.append(f"| {e['role']} | {_md(where)} | {when} | {_md(kind)} | {_md(message)} |")
+    return "\n".join(out) + "\n"
+
+
+def _grid(names: list[str], rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    widths = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(len(names))]
+
+    def fmt(values: tuple[str, ...] | list[str]) -> str:
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True)))
+
+    return [fmt(names).rstrip(), *(fmt(r).rstrip() for r in rows)]
+
+
+def evaluation_text(ev: object) -> str:
+    """Accuracy, the per-cause table and the confusion matrix (rows: truth, columns: answer)."""
+    rows_df: pl.DataFrame = ev.rows  # type: ignore[attr-defined]
+    n = rows_df.height
+    right = int((rows_df["truth"] == rows_df["answer"]).sum())
+    out = [f"{n:,} labelled incidents, accuracy {right / n:.1%} ({right:,}/{n:,})"]
+    ff = ev.first_failure()  # type: ignore[attr-defined]
+    out.append("first failure found: " + ", ".join(f"{k} {v:.1%}" if v is not None else f"{k} -" for k, v in ff.items()))
+    out.append("")
+    per = [(c, f"{s:,}", f"{a:,}", f"{k:,}", "-" if p is None else f"{p:.3f}", "-" if r is None else f"{r:.3f}")
+           for c, s, a, k, p, r in ev.per_cause.iter_rows()]  # type: ignore[attr-defined]  # fmt: skip
+    out += _grid(["CAUSE", "SUPPORT", "ANSWERED", "CORRECT", "PRECISION", "RECALL"], per, {1, 2, 3, 4, 5})
+    out += ["", "confusion (rows: truth, columns: answer)"]
+    conf: pl.DataFrame = ev.confusion  # type: ignore[attr-defined]
+    cells = [tuple(str(v) for v in r) for r in conf.iter_rows()]
+    out += _grid(["TRUTH", *conf.columns[1:]], cells, set(range(1, len(conf.columns))))
+    return "\n".join(out) + "\n"
+
+
+def timeline_text(rows: pl.DataFrame) -> str:
+    """An incident's timeline: time (UTC, ms; the uptime when only that is known), host, source, kind and code, the evidence mark, message."""
+    if rows.height == 0:
+        return "(no events)\n"
+    view = rows.select(
+        pl.coalesce(
+            pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S%.3f"),
+            pl.format("uptime {}s", pl.col("uptime_s").round(3)),
+            pl.lit("-"),
+        ),
+        pl.col("host").fill_null("-"),
+        pl.col("source"),
+        pl.concat_str("kind", pl.lit(" "), pl.col("code").cast(pl.String), ignore_nulls=True).str.strip_chars(),
+        pl.col("mark").replace_strict(_ROLE_MARK, default=" ", return_dtype=pl.String),
+        pl.concat_str(pl.col("file").str.split("/").list.last(), pl.lit(":"), pl.col("line").cast(pl.String)),
+        pl.col("message").str.split("\n").list.first().str.slice(0, _MESSAGE_CHARS),
+    ).rows()
+    return "\n".join(_grid(["TIME (UTC)", "HOST", "SOURCE", "KIND", "", "WHERE", "MESSAGE"], view, set())) + "\n"
+
+
+def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window_us: int, by: str) -> str:
+    """The precursor table (support, confidence, lift, lead times) and the frequent sequences."""
+    n = int(pre["targets"][0]) if pre.height else 0
+    out = [f"{target}: precursors within {window_us / 60e6:g} min on the same {by}"
+           + (f" ({n:,} targets)" if n else " (none found)")]  # fmt: skip
+    if pre.height:
+
+        def sec(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.1f}"
+
+        rows = [(r["item"], f"{r['support']:,}", f"{r['confidence']:.3f}", f"{r['lift']:.2f}", sec(r["lead_p10_s"]),
+                 sec(r["lead_median_s"]), sec(r["lead_p90_s"])) for r in pre.iter_rows(named=True)]  # fmt: skip
+        out += _grid(["PRECURSOR", "SUPPORT", "CONFIDENCE", "LIFT", "LEAD P10 S", "MEDIAN S", "P90 S"], rows,
+                     {1, 2, 3, 4, 5, 6})  # fmt: skip
+    if seq.height:
+        out += ["", "sequences ending in " + target]
+        rows = [(r["sequence"], f"{r['support']:,}", f"{r['confidence']:.3f}") for r in seq.iter_rows(named=True)]
+        out += _grid(["SEQUENCE", "SUPPORT", "CONFIDENCE"], rows, {1, 2})
+    return "\n".join(out) + "\n"

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .diagnose import diagnose
-from .rules import CAUSES, Library, RuleError, load_library
+from .language import CAUSES, Library, RuleError, load_library
 
 __all__ = ["CAUSES", "Library", "RuleError", "diagnose", "load_library"]

@@ -19,12 +19,13 @@ The labels in ``incident.toml`` are never read here: ``forensics eval`` compares
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
-from .engine import prepare, run_library
-from .rules import Library, load_library
+from .engine import match_expr, prepare, run_library
+from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
 COLUMNS = ("incident", "root_cause", "confidence", "rule", "first_host", "first_rank", "first_gpu", "first_ts",
@@ -61,7 +62,7 @@ def diagnose(source: Any, *, incident: str | None = None, library: Library | Non
     best = best.join(alternatives, on="incident", how="left").with_columns(
         confidence=(pl.col("score") * (1 - pl.col("runner_up").fill_null(0) / 2)).round(3)
     )
-    chains = _evidence(p, best)
+    chains = _evidence(p, best, library)
     first = _first_failure(p, best)
     out = (
         pl.DataFrame({"incident": ids}, schema={"incident": pl.String})
@@ -100,15 +101,37 @@ _HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
 _EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
 
 
-def _evidence(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
-    """The chain's rows, in chain order, each with its role (precursor, failure)."""
-    rows = best.select("incident", "rows", "failure").explode("rows").rename({"rows": "row"})
-    rows = rows.join(p.select("row", *_EVIDENCE), on="row", maintain_order="left").with_columns(
+#: At most this many rows besides the chain: more events of the chain's kinds, then followers.
+RELATED, FOLLOWERS = 8, 5
+
+
+def _evidence(p: pl.DataFrame, best: pl.DataFrame, library: Library) -> pl.DataFrame:
+    """The chain's rows (role ``precursor`` or ``failure``), then more rows its steps match on its hosts
+    (``related``: a burst of AERs, the same Xid in kern.log and dmesg) and the first followers
+    (``follower``: what the failure dragged after it), in time order."""
+    chain = best.select("incident", "rule", "rows", "failure").explode("rows").rename({"rows": "row"})
+    chain = chain.with_columns(
         role=pl.when(pl.col("row") == pl.col("failure")).then(pl.lit("failure")).otherwise(pl.lit("precursor"))
     )
-    return rows.group_by("incident", maintain_order=True).agg(
-        evidence=pl.struct(*_EVIDENCE[:-1], "role", "message")
-    )
+    hosts = chain.join(p.select("row", "host"), on="row").select("incident", "host").unique()
+    rules = {r.name: r for r in library.rules}
+    related = [p.clear().select("incident", "row")]
+    for name, won in chain.select("incident", "rule").unique().group_by("rule"):
+        rule = rules[str(name[0])]
+        expr = pl.any_horizontal([match_expr(replace(s.match, followers=True)) for s in rule.steps])
+        related.append(p.join(won.select("incident"), on="incident").filter(expr).select("incident", "row"))
+    more = pl.concat(related).join(p.select("row", "host"), on="row").join(hosts, on=["incident", "host"])
+    more = more.join(chain.select("row"), on="row", how="anti").join(p.select("row", "t"), on="row")
+    more = more.sort("incident", "t", "row", nulls_last=True).group_by("incident", maintain_order=True).head(RELATED)
+    followers = p.join(best.select("incident"), on="incident").filter(pl.col("follower")).select("incident", "row")
+    followers = followers.join(chain.select("row"), on="row", how="anti").group_by("incident", maintain_order=True).head(FOLLOWERS)
+    rows = pl.concat([
+        chain.select("incident", "row", "role"),
+        more.select("incident", "row", role=pl.lit("related")),
+        followers.select("incident", "row", role=pl.lit("follower")),
+    ]).unique("row", keep="first", maintain_order=True)  # fmt: skip
+    rows = rows.join(p.select("row", "t", *_EVIDENCE), on="row").sort("incident", "t", "file", "line", nulls_last=True)
+    return rows.group_by("incident", maintain_order=True).agg(evidence=pl.struct(*_EVIDENCE[:-1], "role", "message"))
 
 
 def _first_failure(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..schema import SEVERITIES
-from .rules import Follower, Library, Match, Rule
+from .language import Follower, Library, Match, Rule
 
 #: What a link found by each method is worth against one found in time.
 PENALTY = {"time": 1.0, "file": 0.95, "incident": 0.85}
@@ -115,9 +115,10 @@ def link(left: pl.DataFrame, right: pl.DataFrame, join: str, within: int | None,
                 continue
             j = _file_order(sub_l, sub_r, keys, strategy)
             found.append(j)
-            if fallback == "incident":
-                first = sub_r.sort("r_t", "row", nulls_last=True).group_by(keys, maintain_order=True).first()
-                found.append(sub_l.join(first, on=keys).select("cid", "row", how=pl.lit("incident")))
+            if fallback == "incident":  # only across files: within one file its order decides
+                first = sub_r.sort("r_t", "row", nulls_last=True).group_by([*keys, "r_file"], maintain_order=True).first()
+                pairs = sub_l.join(first, on=keys).filter(pl.col("file") != pl.col("r_file"))
+                found.append(pairs.select("cid", "row", how=pl.lit("incident")))
     if not found:
         return empty
     rank = pl.col("how").replace_strict({"time": 0, "file": 1, "incident": 2}, return_dtype=pl.Int8)

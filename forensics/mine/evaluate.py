@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from .diagnose import diagnose
-from .rules import CAUSES, Library
+from .language import CAUSES, Library
 
 
 @dataclass(frozen=True)

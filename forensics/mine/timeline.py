@@ -1,0 +1,72 @@
+"""One incident on one clock: every source of every host in time order, the evidence marked.
+
+Rows with a time come in time order; rows without one (sources that print none) follow, in file and
+line order. ``mark`` is the row's role in the diagnosis (``failure``, ``precursor``, ``related``,
+``follower``) or null.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from ..errors import InputError
+from .diagnose import diagnose
+from .language import Library
+
+#: Kinds left out unless asked for: every line no family claimed, and every training step.
+QUIET_KINDS = ("other", "train.step")
+
+
+def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | None = None,
+             window_us: int | None = None, kinds: list[str] | None = None,
+             library: Library | None = None) -> pl.DataFrame:  # fmt: skip
+    """The events of ``incident`` (the only one when None) with ``mark``; ``around`` (a time, or
+    ``"failure"`` for the diagnosed first failure, or the earliest timed evidence when it has no time) and ``window_us`` keep the rows within ± the window;
+    ``kinds`` (names or globs) keep those kinds, default all but :data:`QUIET_KINDS`."""
+    ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    if incident is None:
+        if len(ids) != 1:
+            raise InputError(f"{len(ids)} incidents in the dataset: name one with --incident ({', '.join(sorted(ids)[:5])}…)")
+        incident = ids[0]
+    elif incident not in ids:
+        raise InputError(f"no incident {incident!r} in the dataset")
+    events = ds.events.filter(pl.col("incident") == incident).collect()
+    d = diagnose(events.lazy(), incident=incident, library=library)
+    marks = pl.DataFrame(
+        [(e["file"], e["line"], e["kind"], e["role"]) for e in d["evidence"][0]] if d.height else [],
+        schema={"file": pl.String, "line": pl.Int64, "kind": pl.String, "mark": pl.String}, orient="row",
+    ).unique(["file", "line", "kind"], keep="first")
+    out = events.join(marks, on=["file", "line", "kind"], how="left", maintain_order="left")
+    if kinds:
+        pattern = "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in kinds) + ")$"
+        out = out.filter(pl.col("kind").str.contains(pattern))
+    else:
+        out = out.filter(~pl.col("kind").is_in(QUIET_KINDS) | pl.col("mark").is_not_null())
+    if around is not None:
+        if around == "failure":
+            timed = [e["ts"] for e in (d["evidence"][0] if d.height else []) if e["ts"] is not None]
+            center = d["first_ts"][0] if d.height and d["first_ts"][0] is not None else min(timed, default=None)
+            if center is None:
+                raise InputError(f"{incident}: the first failure has no time; give --around a time")
+        elif isinstance(around, str):
+            center = parse_time(around)
+        else:
+            center = around
+        half = timedelta(microseconds=window_us or 600_000_000)
+        out = out.filter(pl.col("ts").is_between(center - half, center + half))
+    out = out.sort(pl.col("ts").is_null(), "ts", "file", "line")
+    return out.select("incident", "ts", "uptime_s", "host", "source", "kind", "severity", "gpu", "rank", "code", "file", "line",
+                      "mark", "message")  # fmt: skip
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO-8601 time; without a zone it is UTC."""
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"--around {text!r}: expected an ISO time such as 2025-01-01T02:08:00Z, or 'failure'") from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)

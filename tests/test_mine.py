@@ -1,0 +1,323 @@
+"""Diagnosis, rules, timeline, mining and evaluation: on the real samples, the corpus and synthetic incidents."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import forensics
+from forensics.cli import main
+from forensics.mine import engine
+from forensics.mine.language import RuleError, load_library, parse_rules
+from forensics.schema import EVENTS
+
+ROOT = Path(__file__).parents[1]
+CORPUS = ROOT / "corpus"
+SAMPLES = ROOT.parent / "shared" / "samples"
+
+# Each real sample whose thread established (or whose excerpt shows) the cause: file -> cause, and the
+# line that must be among the evidence.
+KNOWN = {
+    "dmesg/dmesg-T-edac-sbridge-mce-262-ce-overflow-01.log": ("host_memory", "EDAC"),
+    "dmesg/dmesg-T-grep-nvrm-xid79-crash-dump-continuation-01.log": ("gpu_hardware", "fallen off the bus"),
+    "dmesg/dmesg-T-xid119-gsp-rpc-timeout-01.log": ("gpu_hardware", "119"),
+    "dmesg/dmesg-decode-iso-repeated-xid13-xid43-h100-01.log": ("code_bug", "13,"),
+    "dmesg/dmesg-iso-xid48-dbe-xid63-rowremap-xid94-peermem-01.log": ("gpu_memory", "48,"),
+    "dmesg/dmesg-mlx5-health-compromised-irisc-not-responding-01.log": ("network", "health compromised"),
+    "dmesg/dmesg-nvme-qid0-timeout-reset-removed-01.log": ("storage", "nvme"),
+    "dmesg/dmesg-oom-killer-python-old-kernel-stack-hex-01.log": ("host_oom", "invoked oom-killer"),
+    "dmesg/dmesg-reltime-aer-fatal-cmplto-nvidia-no-callback-01.log": ("pcie_link", "Uncorrected (Fatal)"),
+    "dmesg/dmesg-xid79-fallen-off-bus-multiline-no-xid-01.log": ("gpu_hardware", "The NVIDIA GPU 0000:b3:00.0"),
+    "dmesg/kernlog-oom-killer-gc-thread-calltrace-01.log": ("host_oom", "oom"),
+    "dmesg/syslog-nohost-mce-edac-sbridge-ce-scrubbing-01.log": ("host_memory", "EDAC"),
+    "journal/journal-fabricmanager-start-sh-pre-nvl5-nothing-to-do-01.log": ("driver", "fabricmanager"),
+    "nccl/nccl-ib-completion-status12-vendor129-ib-plugin-roce-gid-01.log": ("network", "status=12"),
+    "nccl/nccl-ib-completion-error4-vendor81-then-service-thread-closed-01.log": ("network", "error 4"),
+    "nvsmi/nvsmi-q-535.129.03-a10-remapped-rows-pending-01.txt": ("gpu_memory", "row remapping pending"),
+    "torch/torch-device-side-assert-rank-prefixed-then-loss-cu-nll-assert-01.log": ("code_bug", "device-side assert"),
+    "torch/torch-thcunn-spatialclassnll-old-device-assert-01.log": ("code_bug", "Assertion"),
+    "torch/torch-oom-multi-process-usage-traceback-4090-01.log": ("gpu_oom", "OutOfMemoryError"),
+    "trainlog/trainlog-mmengine-xtuner-grad-norm-goes-nan-loss-finite-01.log": ("numerical", "nan"),
+    "trainlog/trainlog-nanogpt-fp16-v100-loss-nan-right-after-checkpoint-quoted-01.log": ("numerical", "nan"),
+    "trainlog/trainlog-pai-megatron-nan-grad-norm-assertion-interleaved-ranks-01.log": ("numerical", "nan"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_every_real_chain_with_a_known_cause_is_diagnosed(name: str, tmp_path: Path) -> None:
+    cause, line = KNOWN[name]
+    (tmp_path / "inc" / "node").mkdir(parents=True)
+    shutil.copy(SAMPLES / name, tmp_path / "inc" / "node" / Path(name).name)
+    forensics.ingest([tmp_path / "inc"], tmp_path / "ds", jobs=1)
+    d = forensics.diagnose(forensics.open_dataset(tmp_path / "ds")).row(0, named=True)
+    assert d["root_cause"] == cause, d
+    assert any(line.lower() in e["message"].lower() for e in d["evidence"]), d["evidence"]
+    assert 0 < d["confidence"] <= 1
+
+
+@pytest.fixture(scope="module")
+def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
+    out = tmp_path_factory.mktemp("corpus") / "ds"
+    forensics.ingest([CORPUS], out, jobs=1)
+    return forensics.open_dataset(out)
+
+
+def test_the_corpus_is_diagnosed_as_labelled(corpus_ds: forensics.store.OpenDataset) -> None:
+    ev = forensics.evaluate(corpus_ds)
+    assert ev.rows.height == 15
+    wrong = ev.rows.filter(pl.col("truth") != pl.col("answer"))
+    assert wrong.height == 0, wrong
+
+
+def test_labels_are_never_read(corpus_ds: forensics.store.OpenDataset) -> None:
+    """The events alone (no incidents table, hence no incident.toml labels) give the same diagnoses."""
+    with_labels = forensics.diagnose(corpus_ds)
+    from_events = forensics.diagnose(corpus_ds.events)
+    assert with_labels.drop("evidence").equals(from_events.drop("evidence"))
+
+
+def test_evidence_is_the_chain(corpus_ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(corpus_ds, incident="hbm-dbe-row-remap-xid48-63-94").row(0, named=True)
+    assert (d["root_cause"], d["rule"], d["first_gpu"]) == ("gpu_memory", "xid-memory", "0000:19:00.0")
+    failure = [e for e in d["evidence"] if e["role"] == "failure"]
+    assert len(failure) == 1 and "48, pid" in failure[0]["message"]
+    assert {e["code"] for e in d["evidence"] if e["kind"] == "gpu.xid"} >= {48, 63, 94}
+
+
+# -- the engine, on hand-made events -------------------------------------------------------------------
+
+
+def _events(*rows: dict[str, object]) -> pl.LazyFrame:
+    base = {"incident": "i", "host": "h", "source": "kernel", "file": "h/dmesg", "line": 1, "ts": None,
+            "uptime_s": None, "kind": "other", "severity": "info", "gpu": None, "rank": None, "pid": None,
+            "code": None, "message": "", "detail": "{}"}  # fmt: skip
+    filled = [{**base, **r} for r in rows]
+    return pl.from_arrow(pl.DataFrame(filled, infer_schema_length=None).to_arrow().cast(EVENTS)).lazy()  # type: ignore[union-attr]
+
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+AER = {"kind": "pcie.aer", "severity": "warning", "gpu": "0000:00:03.0", "message": "AER: Corrected error received",
+       "detail": '{"aer_severity": "corrected"}'}  # fmt: skip
+XID79 = {"kind": "gpu.xid", "code": 79, "severity": "critical", "gpu": "0000:3b:00.0", "message": "Xid 79"}
+
+
+def _cause(events: pl.LazyFrame) -> tuple[str, str | None, float]:
+    d = forensics.diagnose(events).row(0, named=True)
+    return d["root_cause"], d["rule"], d["confidence"]
+
+
+def test_aer_before_off_bus_is_the_link_within_the_window_only() -> None:
+    assert _cause(_events({**AER, "ts": T0}, {**XID79, "ts": T0 + timedelta(minutes=5), "line": 2}))[:2] == (
+        "pcie_link", "aer-then-off-bus")
+    # Two hours before, a corrected AER explains nothing: the GPU fell off the bus by itself.
+    assert _cause(_events({**AER, "ts": T0}, {**XID79, "ts": T0 + timedelta(hours=2), "line": 2}))[:2] == (
+        "gpu_hardware", "off-bus-no-pcie")
+    # After the Xid it is no precursor either.
+    after = _cause(_events({**XID79, "ts": T0}, {**AER, "ts": T0 + timedelta(seconds=30), "line": 2}))
+    assert after[0] == "gpu_hardware" or after[1] != "aer-then-off-bus"
+
+
+def test_without_time_the_file_order_then_the_incident_decide() -> None:
+    same_file = _cause(_events({**AER, "line": 1}, {**XID79, "line": 5}))
+    other_file = _cause(_events({**AER, "line": 1, "file": "h/kern.log"}, {**XID79, "line": 5}))
+    assert same_file[:2] == other_file[:2] == ("pcie_link", "aer-then-off-bus")
+    assert same_file[2] > other_file[2]  # co-occurrence is weaker evidence than order in one file
+    reversed_file = _cause(_events({**XID79, "line": 1}, {**AER, "line": 5}))
+    assert reversed_file[1] != "aer-then-off-bus"
+
+
+def test_timeouts_after_an_error_are_followers_and_a_bare_timeout_is_a_hang() -> None:
+    timeout = {"source": "torch", "file": "h/train.log", "kind": "torch.watchdog_timeout", "severity": "error",
+               "message": "Watchdog caught collective operation timeout"}  # fmt: skip
+    oom = {"kind": "host.oom_kill", "severity": "error", "message": "Out of memory: Killed process 7 (python)"}
+    d = forensics.diagnose(_events({**oom, "ts": T0}, {**timeout, "ts": T0 + timedelta(minutes=10), "rank": 3})).row(0, named=True)
+    assert d["root_cause"] == "host_oom"
+    assert [e["role"] for e in d["evidence"]] == ["failure", "follower"]
+    assert _cause(_events({**timeout, "ts": T0, "rank": 3}))[0] == "hang"
+
+
+def test_a_hang_names_the_straggler() -> None:
+    rows = []
+    for rank, done in ((0, 41), (1, 40), (2, 41)):
+        at = T0 + timedelta(seconds=rank)
+        common = {"source": "torch", "file": "h/train.log", "severity": "error", "rank": rank, "ts": at}
+        rows.append({**common, "kind": "torch.watchdog_timeout", "line": 2 * rank + 1, "message": "timeout"})
+        rows.append({**common, "kind": "torch.watchdog_progress", "line": 2 * rank + 2, "message": "progress",
+                     "detail": json.dumps({"last_enqueued": 43, "last_completed": done})})  # fmt: skip
+    d = forensics.diagnose(_events(*rows)).row(0, named=True)
+    assert (d["root_cause"], d["first_rank"]) == ("hang", 1)
+
+
+def test_xid45_after_another_xid_is_a_follower() -> None:
+    ev = _events({**XID79, "code": 48, "ts": T0}, {**XID79, "code": 45, "ts": T0 + timedelta(seconds=1), "line": 2})
+    p = engine.prepare(ev, load_library())
+    assert p.sort("line")["follower"].to_list() == [False, True]
+
+
+def test_no_evidence_is_unknown() -> None:
+    d = forensics.diagnose(_events({"kind": "other", "message": "usb 1-1: new device"})).row(0, named=True)
+    assert (d["root_cause"], d["rule"], d["evidence"]) == ("unknown", None, [])
+
+
+# -- the rule language -----------------------------------------------------------------------------------
+
+GOOD = """
+[[rule]]
+name = "mine"
+cause = "storage"
+weight = 0.5
+
+[[rule.step]]
+kind = "disk.*"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (GOOD.replace('"storage"', '"disks"'), "rules.toml:4: rule 'mine': field 'cause': one of pcie_link"),
+        (GOOD.replace("0.5", "2"), "rules.toml:5: rule 'mine': field 'weight': expected a number in (0, 1]"),
+        (GOOD.replace('"disk.*"', '"disk.smart"'), "rules.toml:8: rule 'mine' step 1: field 'kind': 'disk.smart' is no event kind"),
+        (GOOD + 'within = "soon"\n', "rules.toml:9: rule 'mine' step 1: field 'within'"),
+        (GOOD + '\n[[rule.step]]\nkind = "fs.error"\nwithin = "5 minutes"\n',
+         "rules.toml:12: rule 'mine' step 2: field 'within': expected a duration"),
+        (GOOD + "colour = 1\n", "rules.toml:9: rule 'mine' step 1: unknown field 'colour'"),
+        (GOOD.replace("[[rule.step]]", "[[rule.step]]\ncode = [\"big\"]"), "rules.toml:8: rule 'mine' step 1: field 'code'"),
+        (GOOD + "[oops\n", "rules.toml:9: not valid TOML"),
+    ],
+)  # fmt: skip
+def test_a_bad_rule_file_names_file_line_and_field(text: str, message: str) -> None:
+    with pytest.raises(RuleError) as err:
+        parse_rules(text, "rules.toml")
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_own_rules_replace_the_library(tmp_path: Path, corpus_ds: forensics.store.OpenDataset) -> None:
+    (tmp_path / "mine.toml").write_text(GOOD, "utf-8")
+    lib = load_library([tmp_path])
+    d = forensics.diagnose(corpus_ds, library=lib)
+    assert set(d["root_cause"]) == {"storage", "unknown"}
+    assert d.filter(pl.col("root_cause") == "storage")["incident"].to_list() == ["nvme-drives-removed"]
+
+
+def test_the_library_covers_every_root_cause() -> None:
+    lib = load_library()
+    assert {r.cause for r in lib.rules} == set(forensics.CAUSES) - {"unknown"}
+    assert all(r.doc for r in lib.rules) and all(f.doc for f in lib.followers)
+
+
+# -- synthetic incidents: accuracy, mining ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def synth_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
+    from forensics.synth import CAUSES, synth
+
+    root = tmp_path_factory.mktemp("synth")
+    synth(root / "inc", 2 * len(CAUSES), seed=11, hosts_per_incident=(2, 2), causes=list(CAUSES) * 2, lemons=())
+    forensics.ingest([root / "inc"], root / "ds", jobs=2)
+    return forensics.open_dataset(root / "ds")
+
+
+def test_synthetic_incidents_are_diagnosed_from_the_logs(synth_ds: forensics.store.OpenDataset) -> None:
+    ev = forensics.evaluate(synth_ds)
+    assert ev.rows.height >= 34
+    assert ev.accuracy >= 0.95, ev.rows.filter(pl.col("truth") != pl.col("answer"))
+    ff = ev.first_failure()
+    assert ff["host"] is not None and ff["host"] >= 0.9
+
+
+def test_mining_ranks_aer_before_xid79(synth_ds: forensics.store.OpenDataset) -> None:
+    pre = forensics.precursors(synth_ds.events, "gpu.xid", 79, by="host").collect()
+    aer = pre.filter(pl.col("item") == "pcie.aer").row(0, named=True)
+    assert aer["lift"] > 1 and aer["support"] >= 2
+    assert 0 < aer["lead_p10_s"] <= aer["lead_median_s"] <= aer["lead_p90_s"] <= 30 * 60
+    seq = forensics.sequences(synth_ds.events, "gpu.xid", 79).collect()
+    assert "pcie.aer → gpu.xid:79" in seq["sequence"].to_list()
+
+
+# -- the commands ----------------------------------------------------------------------------------------
+
+
+def _run(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def test_diagnose_an_incident_folder_prints_the_chain() -> None:
+    code, out = _run("diagnose", str(CORPUS / "xid79-off-bus-no-xid-line-nvsentinel"))
+    assert code == 0
+    assert out == (
+        "INCIDENT                              ROOT CAUSE    CONF  RULE             FIRST FAILURE\n"
+        "xid79-off-bus-no-xid-line-nvsentinel  gpu_hardware  0.80  off-bus-no-pcie  gpu-node-b3 gpu 0000:b3:00.0\n"
+        "\n"
+        "xid79-off-bus-no-xid-line-nvsentinel: gpu_hardware (0.80, rule off-bus-no-pcie)\n"
+        "  !  gpu-node-b3/dmesg.log:1  -  gpu.off_bus 79  NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "  ~  gpu-node-b3/dmesg.log:4  -  gpu.driver      NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+    )
+
+
+def test_diagnose_json_has_the_documented_keys(corpus_ds: forensics.store.OpenDataset) -> None:
+    code, out = _run("diagnose", str(corpus_ds.root), "--format", "json")
+    assert code == 0
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert len(objs) == 15
+    assert all(list(o) == ["incident", "root_cause", "confidence", "rule", "first_failure", "evidence", "alternatives"]
+               for o in objs)  # fmt: skip
+    net = next(o for o in objs if o["incident"] == "ib-retry-exceeded-roce-nccl")
+    assert net["root_cause"] == "network" and net["evidence"][0]["file"] == "kp-ddp-worker-0/nccl-debug.log"
+
+
+def test_markdown_escapes_log_text() -> None:
+    events = _events({**XID79, "ts": T0, "message": "Xid 79 | <script>alert(1)</script> `x`"})
+    md = forensics.output.diagnosis_markdown(forensics.diagnose(events))
+    assert "<script>" not in md and "&lt;script&gt;" in md and "\\|" in md
+
+
+def test_diagnose_errors_are_one_line(tmp_path: Path, corpus_ds: forensics.store.OpenDataset) -> None:
+    assert _run("diagnose", str(tmp_path / "nope")) == (1, f"Error: {tmp_path / 'nope'}: no such file or directory\n")
+    code, out = _run("diagnose", str(corpus_ds.root), "--incident", "nope")
+    assert (code, out) == (1, f"Error: {corpus_ds.root}: no incident 'nope'\n")
+    (tmp_path / "bad.toml").write_text("[[rule]]\nname = 'x'\n", "utf-8")
+    code, out = _run("diagnose", str(corpus_ds.root), "--rules", str(tmp_path / "bad.toml"))
+    assert code == 1 and out.startswith(f"Error: {tmp_path / 'bad.toml'}:1: rule 'x': field 'cause'")
+
+
+def test_eval_prints_accuracy_and_the_confusion_matrix(corpus_ds: forensics.store.OpenDataset) -> None:
+    code, out = _run("eval", str(corpus_ds.root))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "15 labelled incidents, accuracy 100.0% (15/15)"
+    assert "CAUSE         SUPPORT  ANSWERED  CORRECT  PRECISION  RECALL" in lines
+    assert "gpu_hardware        3         3        3      1.000   1.000" in lines
+    assert "confusion (rows: truth, columns: answer)" in lines
+
+
+def test_timeline_puts_every_source_on_one_clock(synth_ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(synth_ds).filter(pl.col("root_cause") == "pcie_link").row(0, named=True)
+    rows = forensics.timeline(synth_ds, d["incident"], around="failure", window_us=20 * 60_000_000)
+    timed = rows.filter(pl.col("ts").is_not_null())
+    assert timed["ts"].is_sorted()
+    assert {"kernel", "torch"} <= set(rows["source"])
+    assert set(rows["mark"].drop_nulls()) >= {"failure", "precursor"}
+    code, out = _run("timeline", str(synth_ds.root), "--incident", d["incident"], "--kinds", "gpu.xid")
+    assert code == 0 and out.splitlines()[0].split() == ["TIME", "(UTC)", "HOST", "SOURCE", "KIND", "WHERE", "MESSAGE"]
+    assert all(" gpu.xid " in line for line in out.splitlines()[1:])
+    assert _run("timeline", str(synth_ds.root))[1].startswith("Error: ")
+
+
+def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
+    code, out = _run("mine", str(synth_ds.root), "--target", "gpu.xid:79")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("gpu.xid:79: precursors within 30 min on the same host (")
+    assert lines[1].split()[:4] == ["PRECURSOR", "SUPPORT", "CONFIDENCE", "LIFT"]
+    assert any(line.startswith("pcie.aer ") for line in lines[2:5])
+    assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
+        1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
