@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from .engine import match_expr, prepare, run_library
+from .engine import detail_field, match_expr, prepare, run_library
 from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
@@ -154,7 +154,7 @@ def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
     """The hung rank: lowest last completed work, else the one missing from the timeouts, else torchrun's root cause."""
     ids = hangs.select("incident")
     progress = p.join(ids, on="incident").filter(pl.col("kind") == "torch.watchdog_progress").with_columns(
-        done=pl.col("detail").str.json_path_match("$.last_completed").cast(pl.Int64, strict=False)
+        done=detail_field("last_completed").cast(pl.Int64, strict=False)
     )
     lowest = progress.filter(pl.col("done") == pl.col("done").min().over("incident"))
     by_progress = (
@@ -177,7 +177,7 @@ def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
 def _torchrun_root(p: pl.DataFrame) -> pl.DataFrame:
     """torchrun's "Root Cause (first observed failure)" row, else the first rank that exited with an error."""
     failed = p.filter(pl.col("kind") == "job.child_failed").with_columns(
-        root=pl.col("detail").str.json_path_match("$.root_cause") == "true",
+        root=detail_field("root_cause") == "true",
         sigterm=pl.col("code") == -15,
     )
     return failed.sort(["incident", "root", "sigterm", "ts", "file", "line"],

@@ -23,25 +23,60 @@ _ATTRS = ["incident", "host", "gpu", "rank", "file", "line", "t"]
 END_KINDS = ("job.child_failed", "job.exit")
 
 
-def match_expr(m: Match, *, followers: bool = True) -> pl.Expr:
-    """The predicate of one step (``followers=False`` ignores the follower flag: used before it exists)."""
+def cheap_expr(m: Match) -> pl.Expr:
+    """The predicates of one step on the small columns (kind, code, severity): cheap on millions of rows."""
     globbed = any("*" in k for k in m.kinds)
     e = pl.col("kind").str.contains(m.kind_regex()) if globbed else pl.col("kind").is_in(list(m.kinds))
     if m.codes:
         e = e & pl.any_horizontal([pl.col("code").is_between(lo, hi) for lo, hi in m.codes]).fill_null(False)
     if m.severities:
         e = e & pl.col("severity").is_in(list(m.severities))
+    return e
+
+
+def text_expr(m: Match, *, followers: bool = True, extracted: bool = False) -> pl.Expr | None:
+    """The rest: ``detail`` fields, the message regex and the follower flag (None when there is none).
+    ``extracted``: the fields are already columns ``_d_<key>`` (each read once, not once per value)."""
+    parts = []
     for key, values in m.detail:
-        v = pl.col("detail").str.json_path_match(f"$.{key}")
+        v = pl.col(f"_d_{key}") if extracted else detail_field(key)
         hit = v.is_in(list(values))
         for value in values:  # a list field (AER bits) holds the value as one element
             hit = hit | v.str.contains(f'"{value}"', literal=True)
-        e = e & hit.fill_null(False)
+        parts.append(hit.fill_null(False))
     if m.message is not None:
-        e = e & pl.col("message").str.contains(m.message).fill_null(False)
+        parts.append(pl.col("message").str.contains(m.message).fill_null(False))
     if followers and not m.followers:
-        e = e & ~pl.col("follower")
-    return e
+        parts.append(~pl.col("follower"))
+    return pl.all_horizontal(parts) if parts else None
+
+
+def match_expr(m: Match, *, followers: bool = True) -> pl.Expr:
+    """The whole predicate of one step (``followers=False`` ignores the follower flag)."""
+    text = text_expr(m, followers=followers)
+    return cheap_expr(m) if text is None else cheap_expr(m) & text
+
+
+def matching(p: pl.DataFrame, m: Match, columns: list[str], *, followers: bool = True) -> pl.DataFrame:
+    """``columns`` of the rows of ``p`` a step accepts: the cheap predicates first, the text ones on
+    what is left, and only the columns asked for are gathered."""
+    text = text_expr(m, followers=followers)
+    if text is None:
+        return p.lazy().filter(cheap_expr(m)).select(columns).collect()
+    needed = ["detail"] * bool(m.detail) + ["message"] * (m.message is not None) + ["follower"] * (followers and not m.followers)
+    # Two collects on purpose: one lazy plan would fuse both filters and run the regexes on every row.
+    rows = p.lazy().filter(cheap_expr(m)).select(*dict.fromkeys([*columns, *needed])).collect()
+    rows = rows.with_columns(**{f"_d_{key}": detail_field(key) for key, _ in m.detail})
+    return rows.filter(text_expr(m, followers=followers, extracted=True)).select(columns)  # type: ignore[arg-type]
+
+
+def detail_field(key: str) -> pl.Expr:
+    """The text of a top-level field of ``detail`` (strings unquoted; a list as its JSON text).
+
+    A regular expression, not a JSON parser: ~50x faster on millions of rows, and ``detail`` is written
+    by this package with plain keys."""
+    value = pl.col("detail").str.extract(rf'"{key}"\s*:\s*("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[^,}}\s]+)', 1)
+    return pl.when(value.str.starts_with('"')).then(value.str.slice(1).str.head(-1)).otherwise(value)
 
 
 def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
@@ -49,15 +84,18 @@ def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
     ``follower`` (a sympathetic event of an earlier one)."""
     matches = [s.match for r in library.rules for s in (*r.steps, *r.unless)]
     matches += [m for f in library.followers for m in (f.match, f.after)]
-    wanted = pl.any_horizontal([match_expr(m, followers=False) for m in matches])
-    wanted = wanted | pl.col("kind").is_in(["torch.watchdog_progress", *END_KINDS, "nccl.init"])
+    extra = ["torch.watchdog_progress", *END_KINDS, "nccl.init"]
+    # First by kind alone (cheap, and pushed into the Parquet scan), then the full predicates on what is left.
     p = (
-        events.filter(wanted)
+        events.filter(pl.col("kind").is_in(sorted(library.kinds() | set(extra))))  # pushed into the scan
         .select("incident", "host", "source", "file", "line", "ts", "kind", "severity", "gpu", "rank", "code",
                 "message", "detail")  # fmt: skip
         .collect()
+        .with_row_index("_i")
     )
-    p = p.with_row_index("row").with_columns(
+    keep = [p.filter(pl.col("kind").is_in(extra)).get_column("_i")]
+    keep += [matching(p, m, ["_i"], followers=False).get_column("_i") for m in matches]
+    p = p.filter(pl.col("_i").is_in(pl.concat(keep).unique().implode())).drop("_i").with_row_index("row").with_columns(
         t=pl.col("ts").dt.epoch("us"),
         sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
         follower=pl.lit(False),
@@ -68,8 +106,8 @@ def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
 def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataFrame:
     rows: list[pl.Series] = []
     for f in followers:
-        later = p.filter(match_expr(f.match, followers=False)).select("row", *_ATTRS)
-        before = p.filter(match_expr(f.after, followers=False)).select("row", *_ATTRS)
+        later = matching(p, f.match, ["row", *_ATTRS], followers=False)
+        before = matching(p, f.after, ["row", *_ATTRS], followers=False)
         if later.height and before.height:
             hit = link(later.rename({"row": "cid"}), before, f.join, f.within_us, "after", "incident", backward=True)
             rows.append(hit.get_column("cid"))
@@ -148,7 +186,7 @@ def incident_ends(p: pl.DataFrame) -> pl.DataFrame:
 def run_rule(p: pl.DataFrame, rule: Rule, ends: pl.DataFrame) -> pl.DataFrame:
     """The matches of one rule: ``incident``, ``rule``, ``cause``, ``score``, ``rows`` (one per step),
     ``hows`` (how each step was linked), ``failure`` (its row) and ``t_fail``."""
-    frames = [p.filter(match_expr(s.match)).select("row", *_ATTRS) for s in rule.steps]
+    frames = [matching(p, s.match, ["row", *_ATTRS]) for s in rule.steps]
     chain = frames[0].with_columns(cid=pl.col("row"), rows=pl.concat_list("row"), hows=pl.concat_list(pl.lit("time")))
     for step, frame in zip(rule.steps[1:], frames[1:], strict=True):
         if chain.height == 0:
@@ -177,7 +215,7 @@ def run_rule(p: pl.DataFrame, rule: Rule, ends: pl.DataFrame) -> pl.DataFrame:
     for u in rule.unless:
         if chain.height == 0:
             break
-        chain = chain.join(_blocked(chain, p.filter(match_expr(u.match)), u.join, u.within_us), on="cid", how="anti")
+        chain = chain.join(_blocked(chain, matching(p, u.match, _ATTRS), u.join, u.within_us), on="cid", how="anti")
     if chain.height == 0:
         return _no_matches()
     penalty = pl.col("hows").list.eval(pl.element().replace_strict(PENALTY, return_dtype=pl.Float64)).list.eval(
