@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-demo: $(STAMP)  ## ingest the bundled corpus into a Parquet dataset (sources decided by content) and print what it holds
+demo: $(STAMP)  ## ingest the bundled corpus into a Parquet dataset (sources decided by content) print what it holds, and diagnose it
 	@mkdir -p $(dir $(DEMO_DATASET))
 	$(BIN)/forensics ingest corpus -o $(DEMO_DATASET) --quiet
+	$(BIN)/forensics diagnose $(DEMO_DATASET) --no-evidence
 
 test: $(STAMP)  ## the test suite
 	$(BIN)/python -m pytest

@@ -133,6 +133,20 @@ rss = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resour
 print(json.dumps({"seconds": elapsed, "rows": report.count("added"), "unchanged": report.count("unchanged"), "rss_mb": rss}))
 """
 
+CHILD_DIAGNOSE = """
+import json, resource, sys, time
+import polars as pl
+import forensics
+ds = forensics.open_dataset(sys.argv[1])
+t = time.perf_counter()
+if sys.argv[2] == "read":  # the baseline: read every event of the dataset into memory
+    rows = ds.events.collect().height
+else:
+    rows = forensics.diagnose(ds).height
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "rows": rows, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
 CHILD_READ = """
 import json, resource, sys, time
 from forensics.ingest.archive import Limits
@@ -218,11 +232,13 @@ def main() -> None:
     ap.add_argument("--job-mb", type=int, default=64, help="size of the generated job output parsed in memory")
     ap.add_argument("--job-stream-mb", type=int, default=512, help="size of the job output streamed to Parquet")
     ap.add_argument("--incidents", type=int, default=1000, help="incidents in the ingest benchmark")
+    ap.add_argument("--diagnose-incidents", type=int, default=10_000, help="incidents in the diagnosis benchmark")
+    ap.add_argument("--diagnose-seeds", type=int, default=40, help="synthetic incidents they are copied from")
     ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal, 8/32 MB job output, 100 incidents")
     args = ap.parse_args()
     if args.quick:
         args.lines, args.runs, args.journal_mb, args.job_mb, args.job_stream_mb = 100_000, 1, 64, 8, 32
-        args.incidents = 100
+        args.incidents, args.diagnose_incidents, args.diagnose_seeds = 100, 1000, 10
 
     from gen_journal import write as write_journal
     from gen_kernel import generate
@@ -280,9 +296,10 @@ def main() -> None:
     print(f"{journal['seconds']:>9.1f}{journal['mb_per_s']:>9.1f}{journal['peak_rss_mb']:>9}{journal['rows']:>12,}{journal['vs_kernel_mb_per_s']:>16.2f}")
     job = job_section(args, size_mb / ours)
     ingest = ingest_section(args)
+    diagnosis = diagnose_section(args)
     (HERE / "results.json").write_text(json.dumps(
         {"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal, "joblog": job,
-         "ingest": ingest}, indent=2) + "\n"
+         "ingest": ingest, "diagnose": diagnosis}, indent=2) + "\n"
     )  # fmt: skip
 
 
@@ -359,6 +376,70 @@ def ingest_section(args: argparse.Namespace) -> dict:
         "ingest_over_read": round(one / results["read"]["seconds"], 1),
         "runs": results,
     }  # fmt: skip
+
+
+def diagnose_section(args: argparse.Namespace) -> dict:
+    """Diagnosis of many incidents: synthetic incidents ingested once, their events copied under new
+    incident ids up to ``--diagnose-incidents``, then `forensics.diagnose` against reading them all."""
+    import polars as pl
+
+    import forensics
+    from forensics.synth import synth
+
+    seeds, total = args.diagnose_seeds, args.diagnose_incidents
+    src, ds = OUT / f"synth-diag-{seeds}", OUT / f"synth-diag-{seeds}.ds"
+    if not (ds / "dataset.json").is_file():
+        synth(src, seeds, seed=3, hosts_per_incident=(6, 8), lemons=())
+        forensics.ingest([src], ds, jobs=os.cpu_count() or 1)
+    copies = OUT / f"diagnose-{total}.ds"
+    if not (copies / "dataset.json").is_file():
+        _copy_incidents(forensics.open_dataset(ds), copies, total)
+    results = {
+        "read": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "read")),
+        "diagnose": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "diagnose")),
+    }
+    events = results["read"]["rows"]
+    d, r = results["diagnose"], results["read"]
+    print()
+    print(f"diagnose: {d['rows']:,} incidents, {events:,} events ({seeds} synthetic incidents of 6-8 hosts, copied), "
+          f"median of {args.runs} runs")  # fmt: skip
+    print(f"{'method':<34}{'seconds':>9}{'events/s':>12}{'vs read':>9}{'peak MB':>9}")
+    for name, x in (("read every event (baseline)", r), ("forensics.diagnose", d)):
+        print(f"{name:<34}{x['seconds']:>9.2f}{events / x['seconds']:>12,.0f}{x['seconds'] / r['seconds']:>8.2f}x{x['rss_mb']:>9.0f}")
+    ok = d["seconds"] < 10 and d["rss_mb"] < 2048
+    print(f"target under 10 s and 2 GB: {'OK' if ok else 'MISSED'}")
+    return {"incidents": d["rows"], "events": events, "seconds": round(d["seconds"], 2),
+            "peak_rss_mb": round(d["rss_mb"]), "over_read": round(d["seconds"] / r["seconds"], 2), "target_met": ok,
+            "runs": results}  # fmt: skip
+
+
+def _copy_incidents(seed, out: Path, total: int) -> None:
+    """A dataset of ``total`` incidents: the seed dataset's events again and again under new ids (its
+    other tables left empty: diagnosis reads events)."""
+    import hashlib
+    import shutil
+
+    import polars as pl
+
+    from forensics.schema import TABLES
+    from forensics.store import Dataset, incident_key
+
+    shutil.rmtree(out, ignore_errors=True)
+    store = Dataset.create(out)
+    events = seed.events.collect()
+    records = seed.incidents.collect()
+    by_id = events.partition_by("incident", as_dict=True)
+    ids = sorted(records["id"])
+    for n in range(total):
+        source = ids[n % len(ids)]
+        new_id = f"{source}-copy{n // len(ids):05d}"
+        digest = hashlib.blake2b(new_id.encode(), digest_size=16).hexdigest()
+        part = by_id.get((source,), events.clear()).with_columns(incident=pl.lit(new_id))
+        record = records.filter(pl.col("id") == source).with_columns(id=pl.lit(new_id), digest=pl.lit(digest))
+        tables = {name: schema.empty_table() for name, schema in TABLES.items()}
+        tables["events"] = part.to_arrow().cast(TABLES["events"])
+        tables["incidents"] = record.to_arrow().cast(TABLES["incidents"])
+        store.commit(incident_key(new_id), tables)
 
 
 def _du(path: Path) -> float:

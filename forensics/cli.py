@@ -254,8 +254,10 @@ _RULES_OPTION = click.option("--rules", multiple=True, type=click.Path(exists=Tr
 @click.option("--incident", help="Only this incident of the dataset.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True,
               help="table: the diagnoses and their evidence; json: one object per incident and line; markdown.")
+@click.option("--evidence/--no-evidence", default=True, show_default=True,
+              help="table: list each incident's evidence rows under the table.")
 @_RULES_OPTION
-def diagnose_cmd(path: Path, incident: str | None, fmt: str, rules: tuple[str, ...]) -> None:
+def diagnose_cmd(path: Path, incident: str | None, fmt: str, evidence: bool, rules: tuple[str, ...]) -> None:
     """Root cause, confidence, first failure and evidence of each incident.
 
     PATH is a dataset (from `forensics ingest`) or an incident folder or archive, which is ingested
@@ -276,7 +278,7 @@ def diagnose_cmd(path: Path, incident: str | None, fmt: str, rules: tuple[str, .
     elif fmt == "markdown":
         click.echo(output.diagnosis_markdown(result), nl=False)
     else:
-        click.echo(output.diagnosis_text(result), nl=False)
+        click.echo(output.diagnosis_text(result, evidence=evidence), nl=False)
 
 
 @main.command("eval")

@@ -115,11 +115,30 @@ class Dataset:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def state(self) -> dict[str, Record]:
-        """The committed incidents, by key."""
-        out: dict[str, Record] = {}
-        for path in sorted((self.root / "incidents").glob("*.parquet")):
+        """The committed incidents, by key.
+
+        All records are read in one multi-file scan (10,000 records: about 0.5 s, against 14 s one by
+        one); if any is unreadable, they are read one by one and the unreadable ones left out (such an
+        incident counts as not stored and is redone)."""
+        paths = sorted((self.root / "incidents").glob("*.parquet"))
+        columns = ["id", "path", "digest", "fingerprint"]
+        try:
+            rows = (
+                pl.scan_parquet([str(p) for p in paths], include_file_paths="_file").select(*columns, "_file")
+                .collect().iter_rows()
+            ) if paths else iter(())  # fmt: skip
+            out = {}
+            for id_, path, digest, fingerprint, file in rows:
+                key = Path(file).stem
+                out[key] = Record(key, id_, path, digest or "", fingerprint)
+            if len(out) == len(paths):
+                return dict(sorted(out.items()))
+        except (OSError, pl.exceptions.PolarsError):
+            pass
+        out = {}
+        for path in paths:
             try:
-                row = pq.read_table(path, columns=["id", "path", "digest", "fingerprint"]).to_pylist()[0]
+                row = pq.read_table(path, columns=columns).to_pylist()[0]
             except (OSError, pa.ArrowException, IndexError):
                 continue  # unreadable record: the incident counts as not stored and is redone
             out[path.stem] = Record(path.stem, row["id"], row["path"], row["digest"] or "", row["fingerprint"])
@@ -170,11 +189,12 @@ class Dataset:
                     removed += 1
         return removed
 
-    def files_of(self, table: str) -> list[str]:
-        """The committed files of ``table``, one per incident."""
+    def files_of(self, table: str, state: dict[str, Record] | None = None) -> list[str]:
+        """The committed files of ``table``, one per incident (of ``state``, read now when None)."""
+        records = (self.state() if state is None else state).values()
         if table == "incidents":
-            return [str(p) for p in sorted((self.root / "incidents").glob("*.parquet"))]
-        return [str(self.part_path(table, r.key, r.digest)) for r in self.state().values()]
+            return [str(self.root / "incidents" / f"{r.key}.parquet") for r in records]
+        return [str(self.part_path(table, r.key, r.digest)) for r in records]
 
 
 def glob_escape(text: str) -> str:
@@ -212,7 +232,8 @@ class OpenDataset:
     def __init__(self, root: str | Path) -> None:
         self.store = Dataset.open(root)
         self.root = self.store.root
-        self._files = {name: self.store.files_of(name) for name in TABLES}
+        self._state = self.store.state()
+        self._files = {name: self.store.files_of(name, self._state) for name in TABLES}
 
     def table(self, name: str) -> pl.LazyFrame:
         """The table ``name`` as a LazyFrame (an empty one with the schema when nothing is stored)."""
@@ -222,6 +243,10 @@ class OpenDataset:
         if not files:
             return pl.LazyFrame(pl.from_arrow(TABLES[name].empty_table()))
         return pl.scan_parquet(files)
+
+    def parts(self, table: str) -> dict[str, str]:
+        """The committed file of ``table`` per incident id (every incident has one, maybe empty)."""
+        return {r.id: str(self.store.part_path(table, r.key, r.digest)) for r in self._state.values()}
 
     @property
     def events(self) -> pl.LazyFrame:

@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from .engine import detail_field, match_expr, prepare, run_library
+from .engine import finish, matching, prepare, run_library, select_rows
 from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
@@ -32,19 +32,44 @@ COLUMNS = ("incident", "root_cause", "confidence", "rule", "first_host", "first_
            "evidence", "alternatives")  # fmt: skip
 
 
-def diagnose(source: Any, *, incident: str | None = None, library: Library | None = None) -> pl.DataFrame:
+#: Incidents of a dataset diagnosed at once: memory stays bounded by the chunk, not the dataset.
+CHUNK = 1000
+
+
+def diagnose(source: Any, *, incident: str | None = None, library: Library | None = None,
+             chunk: int = CHUNK) -> pl.DataFrame:  # fmt: skip
     """Diagnose every incident of ``source`` (an open dataset, or an events LazyFrame/DataFrame).
 
     Returns one row per incident with :data:`COLUMNS`; ``evidence`` is a list of structs (file, line,
-    ts, host, kind, code, role, message), ``alternatives`` a list of (root_cause, score, rule).
+    ts, host, kind, code, role, message), ``alternatives`` a list of (root_cause, score, rule). A
+    dataset is read ``chunk`` incidents at a time (its events are stored per incident); a LazyFrame
+    is read at once.
     """
     library = library or load_library()
+    if hasattr(source, "parts"):
+        files = source.parts("events")
+        ids = sorted(files) if incident is None else [incident] * (incident in files)
+        if not ids:
+            return _diagnose(prepare(pl.LazyFrame(schema=source.events.collect_schema()), library), [], library)
+        # A chunk of incidents at a time, read whole and filtered in memory (with one file per incident,
+        # a filter pushed into the scan costs more than it saves): memory is bounded by the chunk.
+        groups = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
+        columns = [c for c in source.events.collect_schema().names() if c not in ("uptime_s", "pid")]
+        out = []
+        for g in groups:
+            rows = select_rows(pl.scan_parquet([files[i] for i in g]).select(columns).collect(), library)
+            # Through Arrow: a copy, so the result's strings stop pointing into the whole chunk's buffers.
+            out.append(pl.from_arrow(_diagnose(finish(rows, library), g, library).to_arrow()))
+        return pl.concat(out)  # type: ignore[arg-type]
     events = _events(source)
-    ids = _incident_ids(source, events)
+    ids = events.select("incident").unique().collect().get_column("incident").sort().to_list()
     if incident is not None:
         events = events.filter(pl.col("incident") == incident)
         ids = [i for i in ids if i == incident]
-    p = prepare(events, library)
+    return _diagnose(prepare(events, library), ids, library)
+
+
+def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame:
     order = {r.name: n for n, r in enumerate(library.rules)}
     matches = run_library(p, library).with_columns(
         _order=pl.col("rule").replace_strict(order, return_dtype=pl.Int32)
@@ -90,12 +115,6 @@ def _events(source: Any) -> pl.LazyFrame:
     return source.events
 
 
-def _incident_ids(source: Any, events: pl.LazyFrame) -> list[str]:
-    if hasattr(source, "incidents"):
-        return source.incidents.select("id").collect().get_column("id").sort().to_list()
-    return events.select("incident").unique().collect().get_column("incident").sort().to_list()
-
-
 #: Kinds of hardware events: the first failure is the earliest of them in the chain, else its earliest error.
 _HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
 _EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
@@ -118,8 +137,8 @@ def _evidence(p: pl.DataFrame, best: pl.DataFrame, library: Library) -> pl.DataF
     related = [p.clear().select("incident", "row")]
     for name, won in chain.select("incident", "rule").unique().group_by("rule"):
         rule = rules[str(name[0])]
-        expr = pl.any_horizontal([match_expr(replace(s.match, followers=True)) for s in rule.steps])
-        related.append(p.join(won.select("incident"), on="incident").filter(expr).select("incident", "row"))
+        related += [matching(p, replace(s.match, followers=True), ["incident", "row"]).join(won, on="incident", how="semi")
+                    for s in rule.steps]  # fmt: skip
     more = pl.concat(related).join(p.select("row", "host"), on="row").join(hosts, on=["incident", "host"])
     more = more.join(chain.select("row"), on="row", how="anti").join(p.select("row", "t"), on="row")
     more = more.sort("incident", "t", "row", nulls_last=True).group_by("incident", maintain_order=True).head(RELATED)
@@ -154,7 +173,7 @@ def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
     """The hung rank: lowest last completed work, else the one missing from the timeouts, else torchrun's root cause."""
     ids = hangs.select("incident")
     progress = p.join(ids, on="incident").filter(pl.col("kind") == "torch.watchdog_progress").with_columns(
-        done=detail_field("last_completed").cast(pl.Int64, strict=False)
+        done=pl.col("_d_last_completed").cast(pl.Int64, strict=False)
     )
     lowest = progress.filter(pl.col("done") == pl.col("done").min().over("incident"))
     by_progress = (
@@ -177,7 +196,7 @@ def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
 def _torchrun_root(p: pl.DataFrame) -> pl.DataFrame:
     """torchrun's "Root Cause (first observed failure)" row, else the first rank that exited with an error."""
     failed = p.filter(pl.col("kind") == "job.child_failed").with_columns(
-        root=detail_field("root_cause") == "true",
+        root=pl.col("_d_root_cause") == "true",
         sigterm=pl.col("code") == -15,
     )
     return failed.sort(["incident", "root", "sigterm", "ts", "file", "line"],

@@ -25,8 +25,7 @@ END_KINDS = ("job.child_failed", "job.exit")
 
 def cheap_expr(m: Match) -> pl.Expr:
     """The predicates of one step on the small columns (kind, code, severity): cheap on millions of rows."""
-    globbed = any("*" in k for k in m.kinds)
-    e = pl.col("kind").str.contains(m.kind_regex()) if globbed else pl.col("kind").is_in(list(m.kinds))
+    e = pl.col("kind").is_in(list(m.expanded()))
     if m.codes:
         e = e & pl.any_horizontal([pl.col("code").is_between(lo, hi) for lo, hi in m.codes]).fill_null(False)
     if m.severities:
@@ -34,12 +33,12 @@ def cheap_expr(m: Match) -> pl.Expr:
     return e
 
 
-def text_expr(m: Match, *, followers: bool = True, extracted: bool = False) -> pl.Expr | None:
-    """The rest: ``detail`` fields, the message regex and the follower flag (None when there is none).
-    ``extracted``: the fields are already columns ``_d_<key>`` (each read once, not once per value)."""
+def text_expr(m: Match, *, followers: bool = True) -> pl.Expr | None:
+    """The rest: ``detail`` fields (the prepared frame's ``_d_<key>`` columns), the message regex and
+    the follower flag (None when there is none)."""
     parts = []
     for key, values in m.detail:
-        v = pl.col(f"_d_{key}") if extracted else detail_field(key)
+        v = pl.col(f"_d_{key}")
         hit = v.is_in(list(values))
         for value in values:  # a list field (AER bits) holds the value as one element
             hit = hit | v.str.contains(f'"{value}"', literal=True)
@@ -51,23 +50,17 @@ def text_expr(m: Match, *, followers: bool = True, extracted: bool = False) -> p
     return pl.all_horizontal(parts) if parts else None
 
 
-def match_expr(m: Match, *, followers: bool = True) -> pl.Expr:
-    """The whole predicate of one step (``followers=False`` ignores the follower flag)."""
-    text = text_expr(m, followers=followers)
-    return cheap_expr(m) if text is None else cheap_expr(m) & text
-
-
 def matching(p: pl.DataFrame, m: Match, columns: list[str], *, followers: bool = True) -> pl.DataFrame:
-    """``columns`` of the rows of ``p`` a step accepts: the cheap predicates first, the text ones on
-    what is left, and only the columns asked for are gathered."""
+    """``columns`` of the rows of the prepared frame ``p`` a step accepts: the cheap predicates first,
+    the text ones on what is left, and only the columns asked for are gathered."""
     text = text_expr(m, followers=followers)
     if text is None:
         return p.lazy().filter(cheap_expr(m)).select(columns).collect()
-    needed = ["detail"] * bool(m.detail) + ["message"] * (m.message is not None) + ["follower"] * (followers and not m.followers)
+    needed = [f"_d_{key}" for key, _ in m.detail] + ["message"] * (m.message is not None)
+    needed += ["follower"] * (followers and not m.followers)
     # Two collects on purpose: one lazy plan would fuse both filters and run the regexes on every row.
     rows = p.lazy().filter(cheap_expr(m)).select(*dict.fromkeys([*columns, *needed])).collect()
-    rows = rows.with_columns(**{f"_d_{key}": detail_field(key) for key, _ in m.detail})
-    return rows.filter(text_expr(m, followers=followers, extracted=True)).select(columns)  # type: ignore[arg-type]
+    return rows.filter(text).select(columns)
 
 
 def detail_field(key: str) -> pl.Expr:
@@ -79,28 +72,68 @@ def detail_field(key: str) -> pl.Expr:
     return pl.when(value.str.starts_with('"')).then(value.str.slice(1).str.head(-1)).otherwise(value)
 
 
-def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
-    """The rows some rule, follower or first-failure search can use, numbered, with ``t`` (µs) and
-    ``follower`` (a sympathetic event of an earlier one)."""
+#: ``detail`` fields the first-failure search reads (besides those the rules name).
+DETAIL_KEYS = {"last_completed": ("torch.watchdog_progress",), "root_cause": ("job.child_failed",)}
+#: Kinds kept whatever the rules say: the job's end, the straggler search, the ranks of the job.
+_EXTRA = ["torch.watchdog_progress", *END_KINDS, "nccl.init"]
+
+
+_COLUMNS = ["incident", "host", "source", "file", "line", "ts", "kind", "severity", "gpu", "rank", "code", "message"]
+
+
+def _matches(library: Library) -> list[Match]:
     matches = [s.match for r in library.rules for s in (*r.steps, *r.unless)]
-    matches += [m for f in library.followers for m in (f.match, f.after)]
-    extra = ["torch.watchdog_progress", *END_KINDS, "nccl.init"]
-    # First by kind alone (cheap, and pushed into the Parquet scan), then the full predicates on what is left.
+    return matches + [m for f in library.followers for m in (f.match, f.after)]
+
+
+def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.DataFrame:
+    """The events some rule, follower or first-failure search can use, with the ``detail`` fields the
+    rules read as columns ``_d_<key>`` instead of ``detail`` itself.
+
+    A LazyFrame is filtered by kind in the scan; a DataFrame (a chunk already read) in memory."""
+    matches = _matches(library)
+    keys = sorted({key for m in matches for key, _ in m.detail} | set(DETAIL_KEYS))
+    kinds = sorted(library.kinds() | set(_EXTRA))
+    # Kinds taken whole, then one test per distinct (kinds, codes, severities) of the others.
+    whole = {k for m in matches if not m.codes and not m.severities for k in m.expanded()} | set(_EXTRA)
+    rest = {(m.expanded(), m.codes, m.severities) for m in matches if m.codes or m.severities}
+    cheap = pl.any_horizontal([
+        pl.col("kind").is_in(sorted(whole)),
+        *(cheap_expr(Match(kinds=k, codes=c, severities=sv)) for k, c, sv in sorted(rest)),
+    ])  # fmt: skip
     p = (
-        events.filter(pl.col("kind").is_in(sorted(library.kinds() | set(extra))))  # pushed into the scan
-        .select("incident", "host", "source", "file", "line", "ts", "kind", "severity", "gpu", "rank", "code",
-                "message", "detail")  # fmt: skip
+        events.lazy().filter(pl.col("kind").is_in(kinds)).filter(cheap).select(*_COLUMNS, "detail")
         .collect()
+        .with_columns(follower=pl.lit(False))
         .with_row_index("_i")
-    )
-    keep = [p.filter(pl.col("kind").is_in(extra)).get_column("_i")]
-    keep += [matching(p, m, ["_i"], followers=False).get_column("_i") for m in matches]
-    p = p.filter(pl.col("_i").is_in(pl.concat(keep).unique().implode())).drop("_i").with_row_index("row").with_columns(
+    )  # fmt: skip
+    # The detail fields rules read, each extracted only from the kinds that carry it.
+    for key in keys:
+        carriers = sorted({k for m in matches if key in dict(m.detail) for k in m.expanded()} | set(DETAIL_KEYS.get(key, ())))
+        sub = p.filter(pl.col("kind").is_in(carriers)).select("_i", detail_field(key).alias(f"_d_{key}"))
+        p = p.join(sub, on="_i", how="left", maintain_order="left")
+    p = p.drop("detail")
+    # Rows a predicate without text accepts are in; the text predicates run on the rows their cheap ones kept.
+    plain = [cheap_expr(m) for m in matches if text_expr(m, followers=False) is None]
+    keep = [p.filter(pl.any_horizontal([*plain, pl.col("kind").is_in(_EXTRA)])).get_column("_i")]
+    keep += [matching(p, m, ["_i"], followers=False).get_column("_i") for m in matches
+             if text_expr(m, followers=False) is not None]  # fmt: skip
+    return p.filter(pl.col("_i").is_in(pl.concat(keep).unique().implode())).drop("_i", "follower")
+
+
+def finish(rows: pl.DataFrame, library: Library) -> pl.DataFrame:
+    """Selected rows numbered, with ``t`` (µs), ``sev`` and ``follower`` (a sympathetic event)."""
+    p = rows.with_row_index("row").with_columns(
         t=pl.col("ts").dt.epoch("us"),
         sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
         follower=pl.lit(False),
     )
     return mark_followers(p, library.followers)
+
+
+def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
+    """The rows of ``events`` the rules can use (:func:`select_rows`), ready for them (:func:`finish`)."""
+    return finish(select_rows(events, library), library)
 
 
 def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataFrame:

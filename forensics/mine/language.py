@@ -105,6 +105,16 @@ class Match:
     def kind_regex(self) -> str:
         return "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in self.kinds) + ")$"
 
+    def expanded(self) -> tuple[str, ...]:
+        """The kinds of the vocabulary this step's kinds and globs name."""
+        return _expand(self.kinds)
+
+
+@cache
+def _expand(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    pattern = "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in kinds) + ")$"
+    return tuple(sorted(k for k in KINDS if re.match(pattern, k)))
+
 
 @dataclass(frozen=True)
 class Step:
@@ -155,10 +165,7 @@ class Library:
         """Every kind any rule or follower mentions (globs expanded against the vocabulary)."""
         matches = [s.match for r in self.rules for s in (*r.steps, *r.unless)]
         matches += [m for f in self.followers for m in (f.match, f.after)]
-        out: set[str] = set()
-        for m in matches:
-            out |= {k for k in KINDS if re.match(m.kind_regex(), k)}
-        return out
+        return {k for m in matches for k in m.expanded()}
 
 
 _STEP_FIELDS = {"kind", "code", "severity", "min_severity", "detail", "message", "followers", "join", "within",
