@@ -381,7 +381,6 @@ def ingest_section(args: argparse.Namespace) -> dict:
 def diagnose_section(args: argparse.Namespace) -> dict:
     """Diagnosis of many incidents: synthetic incidents ingested once, their events copied under new
     incident ids up to ``--diagnose-incidents``, then `forensics.diagnose` against reading them all."""
-    import polars as pl
 
     import forensics
     from forensics.synth import synth
