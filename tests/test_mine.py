@@ -321,3 +321,9 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
     assert any(line.startswith("pcie.aer ") for line in lines[2:5])
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
+
+
+def test_chunks_and_threads_do_not_change_the_answer(corpus_ds: forensics.store.OpenDataset) -> None:
+    whole = forensics.diagnose(corpus_ds, chunk=1000, workers=1)
+    assert forensics.diagnose(corpus_ds, chunk=4, workers=2).equals(whole)
+    assert forensics.diagnose(corpus_ds.events).equals(whole)

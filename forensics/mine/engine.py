@@ -33,6 +33,15 @@ def cheap_expr(m: Match) -> pl.Expr:
     return e
 
 
+def accept(frame: pl.DataFrame, cheap: pl.Expr) -> pl.DataFrame:
+    """The rows of ``frame`` a predicate on kind, code and severity accepts, tested once per distinct
+    (kind, code, severity) rather than once per row (a few hundred combinations for a million rows)."""
+    combo = pl.struct("kind", "code", "severity").hash(seed=7)
+    keyed = frame.with_columns(_combo=combo)
+    ok = keyed.select("_combo", "kind", "code", "severity").unique("_combo").filter(cheap).get_column("_combo")
+    return keyed.filter(pl.col("_combo").is_in(ok.implode())).drop("_combo")
+
+
 def text_expr(m: Match, *, followers: bool = True) -> pl.Expr | None:
     """The rest: ``detail`` fields (the prepared frame's ``_d_<key>`` columns), the message regex and
     the follower flag (None when there is none)."""
@@ -86,6 +95,17 @@ def _matches(library: Library) -> list[Match]:
     return matches + [m for f in library.followers for m in (f.match, f.after)]
 
 
+def _cheap_union(matches: list[Match]) -> pl.Expr:
+    """Any of the matches' cheap predicates (or a kind of :data:`_EXTRA`): kinds taken whole in one
+    test, then one test per distinct (kinds, codes, severities)."""
+    whole = {k for m in matches if not m.codes and not m.severities for k in m.expanded()} | set(_EXTRA)
+    rest = {(m.expanded(), m.codes, m.severities) for m in matches if m.codes or m.severities}
+    return pl.any_horizontal([
+        pl.col("kind").is_in(sorted(whole)),
+        *(cheap_expr(Match(kinds=k, codes=c, severities=sv)) for k, c, sv in sorted(rest)),
+    ])  # fmt: skip
+
+
 def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.DataFrame:
     """The events some rule, follower or first-failure search can use, with the ``detail`` fields the
     rules read as columns ``_d_<key>`` instead of ``detail`` itself.
@@ -94,19 +114,8 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     matches = _matches(library)
     keys = sorted({key for m in matches for key, _ in m.detail} | set(DETAIL_KEYS))
     kinds = sorted(library.kinds() | set(_EXTRA))
-    # Kinds taken whole, then one test per distinct (kinds, codes, severities) of the others.
-    whole = {k for m in matches if not m.codes and not m.severities for k in m.expanded()} | set(_EXTRA)
-    rest = {(m.expanded(), m.codes, m.severities) for m in matches if m.codes or m.severities}
-    cheap = pl.any_horizontal([
-        pl.col("kind").is_in(sorted(whole)),
-        *(cheap_expr(Match(kinds=k, codes=c, severities=sv)) for k, c, sv in sorted(rest)),
-    ])  # fmt: skip
-    p = (
-        events.lazy().filter(pl.col("kind").is_in(kinds)).filter(cheap).select(*_COLUMNS, "detail")
-        .collect()
-        .with_columns(follower=pl.lit(False))
-        .with_row_index("_i")
-    )  # fmt: skip
+    p = events.lazy().filter(pl.col("kind").is_in(kinds)).select(*_COLUMNS, "detail").collect()
+    p = accept(p, _cheap_union(matches)).with_columns(follower=pl.lit(False)).with_row_index("_i")
     # The detail fields rules read, each extracted only from the kinds that carry it.
     for key in keys:
         carriers = sorted({k for m in matches if key in dict(m.detail) for k in m.expanded()} | set(DETAIL_KEYS.get(key, ())))
@@ -114,8 +123,8 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
         p = p.join(sub, on="_i", how="left", maintain_order="left")
     p = p.drop("detail")
     # Rows a predicate without text accepts are in; the text predicates run on the rows their cheap ones kept.
-    plain = [cheap_expr(m) for m in matches if text_expr(m, followers=False) is None]
-    keep = [p.filter(pl.any_horizontal([*plain, pl.col("kind").is_in(_EXTRA)])).get_column("_i")]
+    plain = [m for m in matches if text_expr(m, followers=False) is None]
+    keep = [accept(p, _cheap_union(plain)).get_column("_i")]
     keep += [matching(p, m, ["_i"], followers=False).get_column("_i") for m in matches
              if text_expr(m, followers=False) is not None]  # fmt: skip
     return p.filter(pl.col("_i").is_in(pl.concat(keep).unique().implode())).drop("_i", "follower")
