@@ -190,6 +190,7 @@ kind = "disk.*"
         (GOOD + "colour = 1\n", "rules.toml:9: rule 'mine' step 1: unknown field 'colour'"),
         (GOOD.replace("[[rule.step]]", "[[rule.step]]\ncode = [\"big\"]"), "rules.toml:8: rule 'mine' step 1: field 'code'"),
         (GOOD + "[oops\n", "rules.toml:9: not valid TOML"),
+        (GOOD + 'message = "(?<=x)y"\n', "rules.toml:9: rule 'mine' step 1: field 'message': not a regular expression"),
     ],
 )  # fmt: skip
 def test_a_bad_rule_file_names_file_line_and_field(text: str, message: str) -> None:

@@ -28,6 +28,8 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
     ``"failure"`` for the diagnosed first failure, or the earliest timed evidence when it has no time) and ``window_us`` keep the rows within ± the window;
     ``kinds`` (names or globs) keep those kinds, default all but :data:`QUIET_KINDS`."""
     ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    if not ids:
+        raise InputError("the dataset holds no incident")
     if incident is None:
         if len(ids) != 1:
             raise InputError(f"{len(ids)} incidents in the dataset: name one with --incident ({', '.join(sorted(ids)[:5])}…)")
