@@ -328,3 +328,9 @@ def test_chunks_and_threads_do_not_change_the_answer(corpus_ds: forensics.store.
     whole = forensics.diagnose(corpus_ds, chunk=1000, workers=1)
     assert forensics.diagnose(corpus_ds, chunk=4, workers=2).equals(whole)
     assert forensics.diagnose(corpus_ds.events).equals(whole)
+
+
+def test_an_aer_on_the_root_port_names_the_gpu_behind_it(corpus_ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(corpus_ds, incident="pcie-fatal-cmplto-training-hang").row(0, named=True)
+    assert (d["root_cause"], d["first_host"], d["first_gpu"]) == ("pcie_link", "gpu-box", "0000:03:00.0")
+    assert any("0000:00:03.0" in e["message"] and "Fatal" in e["message"] for e in d["evidence"])

@@ -171,10 +171,28 @@ def _first_failure(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:
         .unique("incident", keep="first", maintain_order=True)
         .select("incident", "cause", first_host="host", first_rank="rank", first_gpu="gpu", first_ts="ts")
     )
+    first = _gpu_behind_port(p, first)
     hangs = first.filter(pl.col("cause") == "hang")
     if hangs.height:
         first = pl.concat([first.filter(pl.col("cause") != "hang"), _straggler(p, hangs)], how="vertical_relaxed")
     return first.drop("cause")
+
+
+def _gpu_behind_port(p: pl.DataFrame, first: pl.DataFrame) -> pl.DataFrame:
+    """An AER record raised by a root port names the port, not the GPU behind it: the first failure
+    then takes the host's one GPU that the NVIDIA driver or a GPU event names (``nvidia 0000:03:00.0:
+    AER: can't recover``), when there is exactly one; a GPU address stays as it is."""
+    gpu_rows = pl.col("kind").str.contains(r"^(?:gpu|cuda|nccl|torch|job)\.") | pl.col("message").str.starts_with("nvidia ")
+    known = p.filter(gpu_rows).select("incident", host="host", gpu="gpu").drop_nulls().unique()
+    is_gpu = first.join(known, left_on=["incident", "first_host", "first_gpu"], right_on=["incident", "host", "gpu"],
+                        how="semi")  # fmt: skip
+    behind = (
+        known.filter(pl.col("gpu").n_unique().over("incident", "host") == 1)
+        .unique(["incident", "host"]).rename({"host": "first_host", "gpu": "_gpu"})
+    )  # fmt: skip
+    port = first.join(is_gpu.select("incident"), on="incident", how="anti").filter(pl.col("first_gpu").is_not_null())
+    fixed = port.join(behind, on=["incident", "first_host"], how="inner").with_columns(first_gpu="_gpu").drop("_gpu")
+    return pl.concat([first.join(fixed.select("incident"), on="incident", how="anti"), fixed.select(first.columns)])
 
 
 def _straggler(p: pl.DataFrame, hangs: pl.DataFrame) -> pl.DataFrame:
