@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 import forensics
@@ -334,3 +336,36 @@ def test_an_aer_on_the_root_port_names_the_gpu_behind_it(corpus_ds: forensics.st
     d = forensics.diagnose(corpus_ds, incident="pcie-fatal-cmplto-training-hang").row(0, named=True)
     assert (d["root_cause"], d["first_host"], d["first_gpu"]) == ("pcie_link", "gpu-box", "0000:03:00.0")
     assert any("0000:00:03.0" in e["message"] and "Fatal" in e["message"] for e in d["evidence"])
+
+
+_KINDS = sorted(forensics.KINDS)
+_EVENT = st.fixed_dictionaries({
+    "incident": st.sampled_from(["a", "b", "c"]),
+    "host": st.one_of(st.none(), st.sampled_from(["h1", "h2"])),
+    "file": st.sampled_from(["h1/dmesg", "h1/train.log", "h2/kern.log"]),
+    "line": st.integers(1, 50),
+    "ts": st.one_of(st.none(), st.integers(0, 7200).map(lambda s: T0 + timedelta(seconds=s))),
+    "kind": st.sampled_from(_KINDS),
+    "severity": st.sampled_from(["debug", "info", "warning", "error", "critical"]),
+    "gpu": st.one_of(st.none(), st.sampled_from(["0000:3b:00.0", "0000:00:03.0"])),
+    "rank": st.one_of(st.none(), st.integers(0, 3)),
+    "code": st.one_of(st.none(), st.sampled_from([13, 31, 45, 48, 79, 119, -6, -9, 12])),
+    "message": st.sampled_from(["", "nvidia 0000:3b:00.0: AER", "RmInitAdapter failed", "no CUDA-capable device is detected",
+                                "EDAC MC0: 1 UE", "x" * 300]),
+    "detail": st.sampled_from(["{}", '{"aer_severity": "fatal"}', '{"last_completed": 7}', '{"root_cause": true}',
+                               '{"bits": ["CmpltTO"]}', "not json"]),
+})  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_EVENT, min_size=1, max_size=40))
+def test_any_events_get_one_diagnosis_per_incident(rows: list[dict[str, object]]) -> None:
+    """Total: whatever the events (times missing, kinds mixed, detail not JSON), every incident gets
+    one answer among the root causes, a confidence in (0, 1] and evidence that exists in the input."""
+    events = _events(*rows)
+    d = forensics.diagnose(events)
+    assert sorted(d["incident"]) == sorted({str(r["incident"]) for r in rows})
+    assert set(d["root_cause"]) <= set(forensics.CAUSES)
+    assert all(0 < c <= 1 for c in d["confidence"])
+    seen = {(r["file"], r["line"], r["kind"]) for r in rows}
+    assert all((e["file"], e["line"], e["kind"]) in seen for ev in d["evidence"] for e in ev)
