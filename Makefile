@@ -17,6 +17,7 @@ demo: $(STAMP)  ## ingest the bundled corpus into a Parquet dataset (sources dec
 	@mkdir -p $(dir $(DEMO_DATASET))
 	$(BIN)/forensics ingest corpus -o $(DEMO_DATASET) --quiet
 	$(BIN)/forensics diagnose $(DEMO_DATASET) --no-evidence
+	$(BIN)/forensics stats $(DEMO_DATASET) --by component
 
 test: $(STAMP)  ## the test suite
 	$(BIN)/python -m pytest

@@ -16,6 +16,7 @@ from .mine.timeline import timeline
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
 from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
+from .stats import stats
 from .store import open_dataset
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "parse_file",
     "precursors",
     "sequences",
+    "stats",
     "timeline",
 ]
 

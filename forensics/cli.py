@@ -372,6 +372,35 @@ def mine_cmd(dataset: Path, target: str, window: int, by: str, min_support: int,
     click.echo(output.mining_text(target, pre.head(top), seq.head(top), window_us=window, by=by), nl=False)
 
 
+@main.command("stats")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--by", type=click.Choice(["cause", "component", "host", "gpu", "xid", "month", "job"]), default="cause",
+              show_default=True, help="The grouping (xid: Xid events per code).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]), default="table",
+              show_default=True)  # fmt: skip
+@_RULES_OPTION
+def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
+    """The fleet's postmortem table: incidents per root cause (or component, host, GPU, month, job)
+    with shares recomputed from counts, MTBF, GPU-hours lost and lead times; or Xid counts.
+
+    Example: forensics stats incidents.ds --by component --format markdown
+    """
+    from .mine import diagnose
+    from .stats import incident_facts, stats, summary
+
+    library = _library(rules)
+    with _dataset(dataset) as ds:
+        diagnoses = None if by == "xid" else diagnose(ds, library=library)
+        table = stats(ds, by, diagnoses=diagnoses)
+        head = None if diagnoses is None else summary(incident_facts(ds, diagnoses))
+    if fmt == "csv":
+        click.echo(table.write_csv(), nl=False)
+    elif fmt == "json":
+        click.echo(json.dumps({"summary": head, "by": by, "rows": table.to_dicts()}, default=str))
+    else:
+        click.echo(output.stats_text(table, head, markdown=fmt == "markdown"), nl=False)
+
+
 class _Progress:
     """A progress bar on a terminal (incidents, bytes, ETA); plain lines otherwise."""
 

@@ -316,3 +316,34 @@ def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window_us:
         rows = [(r["sequence"], f"{r['support']:,}", f"{r['confidence']:.3f}") for r in seq.iter_rows(named=True)]
         out += _grid(["SEQUENCE", "SUPPORT", "CONFIDENCE"], rows, {1, 2})
     return "\n".join(out) + "\n"
+
+
+def stats_text(table: pl.DataFrame, head: dict[str, object] | None, *, markdown: bool = False) -> str:
+    """The statistics table (shares in %, hours and seconds rounded) under a one-line fleet summary."""
+    out: list[str] = []
+    if head is not None:
+        window = (f", {head['first']:%Y-%m-%d} to {head['last']:%Y-%m-%d} ({head['window_days']:,} days): "  # type: ignore[str-format]
+                  f"{head['per_day']} per day, MTBF {head['mtbf_h']} h" if head["window_days"] else "")  # fmt: skip
+        lost = "" if head["gpu_hours_lost"] is None else f"; {head['gpu_hours_lost']:,.1f} GPU-hours lost"
+        unknown = f"; GPU-hours lost unknown for {head['gpu_hours_unknown']:,} (no [job] gpus in incident.toml)" if head["gpu_hours_unknown"] else ""
+        out += [f"{head['incidents']:,} incidents{window}{lost}{unknown}", ""]
+
+    def cell(name: str, v: object) -> str:
+        if v is None:
+            return "-"
+        if name == "share":
+            return f"{float(v):.1%}"  # type: ignore[arg-type]
+        if isinstance(v, float):
+            return f"{v:,.2f}" if name == "confidence_mean" else f"{v:,.1f}"
+        return f"{v:,}" if isinstance(v, int) else str(v)
+
+    names = table.columns
+    rows = [tuple(cell(n, v) for n, v in zip(names, r, strict=True)) for r in table.iter_rows()]
+    numeric = {i for i, n in enumerate(names) if table.schema[n].is_numeric()}
+    if markdown:
+        out.append("| " + " | ".join(names) + " |")
+        out.append("|" + "|".join("---:" if i in numeric else "---" for i in range(len(names))) + "|")
+        out += ["| " + " | ".join(_md(v) for v in r) + " |" for r in rows]
+    else:
+        out += _grid([n.upper() for n in names], rows, numeric) if rows else ["(no incidents)"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,128 @@
+"""Postmortem statistics over many incidents: what broke how often, where, and at what cost.
+
+Built on the diagnoses (never on ``incident.toml``'s labels). Shares are recomputed from counts, so
+they add up to 100% (the published tables that do not, like Llama 3's, copied percentages).
+
+- **when** an incident happened: its first failure's time, else its last event's;
+- **the window**: from the first to the last incident; MTBF = window / incidents (overall and per
+  group), interruptions per day = incidents / window days;
+- **lost GPU-hours** of an incident, from ``incident.toml``'s ``[job]``: ``gpus`` × (the failure −
+  ``last_checkpoint``) when the last checkpoint is known, else ``gpus`` × ``checkpoint_interval_s`` / 2
+  (a failure falls on average half an interval after a checkpoint); unknown without ``gpus``. The
+  ``basis`` column says which was used;
+- **lead time** of a chain: from its earliest precursor to its failure row, when both have a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from .errors import InputError
+
+#: The component each root cause belongs to (a Llama-3-style grouping).
+COMPONENTS = {
+    "pcie_link": "PCIe", "gpu_hardware": "GPU", "gpu_memory": "GPU memory", "nvlink": "NVLink",
+    "thermal": "Cooling", "power": "Power", "network": "Network", "numerical": "Model / data",
+    "code_bug": "Software", "gpu_oom": "Software", "host_oom": "Host", "host_memory": "Host",
+    "storage": "Storage", "driver": "Platform software", "container_runtime": "Platform software",
+    "hang": "Unknown", "unknown": "Unknown",
+}  # fmt: skip
+BY = ("cause", "component", "host", "gpu", "xid", "month", "job")
+
+
+def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
+    """One row per incident: its diagnosis, when it happened, its job and the GPU-hours it cost."""
+    labels = pl.col("labels")
+    records = ds.incidents.select(
+        incident="id", last_ts="last_ts",
+        job=labels.str.json_path_match("$.job.name"),
+        gpus=labels.str.json_path_match("$.job.gpus").cast(pl.Int64, strict=False),
+        interval_s=labels.str.json_path_match("$.job.checkpoint_interval_s").cast(pl.Float64, strict=False),
+        last_checkpoint=labels.str.json_path_match("$.job.last_checkpoint")
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%#z", strict=False, time_unit="us", time_zone="UTC"),
+    ).collect()  # fmt: skip
+    lead = pl.col("evidence").list.eval(
+        pl.element().struct.field("ts").filter(pl.element().struct.field("role") == "failure").min()
+        - pl.element().struct.field("ts").filter(pl.element().struct.field("role") == "precursor").min()
+    ).list.first().dt.total_microseconds() / 1e6
+    d = diagnoses.select("incident", "root_cause", "confidence", "first_host", "first_gpu", "first_ts",
+                         lead_time_s=lead)  # fmt: skip
+    out = d.join(records, on="incident", how="left").with_columns(when=pl.coalesce("first_ts", "last_ts"))
+    since = (pl.col("when") - pl.col("last_checkpoint")).dt.total_microseconds() / 3.6e9
+    return out.with_columns(
+        component=pl.col("root_cause").replace_strict(COMPONENTS, default="Unknown"),
+        gpu_hours_lost=pl.when(pl.col("gpus").is_null()).then(None)
+        .when(pl.col("last_checkpoint").is_not_null() & (since >= 0)).then(pl.col("gpus") * since)
+        .when(pl.col("interval_s").is_not_null()).then(pl.col("gpus") * pl.col("interval_s") / 7200),
+        basis=pl.when(pl.col("gpus").is_null()).then(pl.lit("unknown: no [job] gpus"))
+        .when(pl.col("last_checkpoint").is_not_null() & (since >= 0)).then(pl.lit("last checkpoint"))
+        .when(pl.col("interval_s").is_not_null()).then(pl.lit("half the checkpoint interval"))
+        .otherwise(pl.lit("unknown: no checkpoint facts")),
+    ).drop("last_ts")  # fmt: skip
+
+
+def summary(facts: pl.DataFrame) -> dict[str, Any]:
+    """The whole fleet: incidents, window, interruptions per day, MTBF, GPU-hours lost."""
+    first, last = facts["when"].min(), facts["when"].max()
+    hours = (last - first).total_seconds() / 3600 if first is not None and last is not None else None  # type: ignore[operator]
+    n = facts.height
+    return {
+        "incidents": n,
+        "first": first, "last": last, "window_days": None if hours is None else round(hours / 24, 2),
+        "per_day": round(n / (hours / 24), 3) if hours else None,
+        "mtbf_h": round(hours / n, 2) if hours and n else None,
+        "gpu_hours_lost": round(float(facts["gpu_hours_lost"].sum()), 1) if facts["gpu_hours_lost"].is_not_null().any() else None,
+        "gpu_hours_unknown": int(facts["gpu_hours_lost"].is_null().sum()),
+    }  # fmt: skip
+
+
+def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The table by ``by`` (one of :data:`BY`): count, share (count / total), MTBF over the fleet's
+    window, GPU-hours lost, median lead time; ``xid`` counts Xid events, incidents and GPUs per code."""
+    if by not in BY:
+        raise InputError(f"--by {by!r}: one of {', '.join(BY)}")
+    if by == "xid":
+        return xid_counts(ds.events)
+    from .mine import diagnose
+
+    facts = incident_facts(ds, diagnose(ds) if diagnoses is None else diagnoses)
+    key = {"cause": ["root_cause"], "component": ["component"], "host": ["first_host"],
+           "gpu": ["first_host", "first_gpu"], "job": ["job"]}.get(by)  # fmt: skip
+    if by == "month":
+        facts = facts.with_columns(month=pl.col("when").dt.strftime("%Y-%m"))
+        key = ["month"]
+    assert key is not None
+    window_h = summary(facts)["window_days"]
+    window_h = None if window_h is None else window_h * 24
+    total = facts.height
+    table = facts.group_by(key).agg(
+        incidents=pl.len(),
+        gpu_hours_lost=pl.when(pl.col("gpu_hours_lost").is_not_null().any()).then(pl.col("gpu_hours_lost").sum()),
+        lead_time_median_s=pl.col("lead_time_s").median(),
+        confidence_mean=pl.col("confidence").mean(),
+    ).with_columns(
+        share=pl.col("incidents") / total,
+        mtbf_h=(pl.lit(window_h) / pl.col("incidents")) if window_h else pl.lit(None, pl.Float64),
+    )  # fmt: skip
+    order = ["month"] if by == "month" else ["incidents", *key]
+    desc = [False] if by == "month" else [True] + [False] * len(key)
+    return table.select(*key, "incidents", "share", "mtbf_h", "gpu_hours_lost", "lead_time_median_s",
+                        "confidence_mean").sort(order, descending=desc, nulls_last=True)  # fmt: skip
+
+
+def xid_counts(events: pl.LazyFrame) -> pl.DataFrame:
+    """Xid events per code: events, incidents, GPUs (host and address), the catalog name."""
+    return (
+        events.filter(pl.col("kind") == "gpu.xid")
+        .group_by(xid="code")
+        .agg(
+            events=pl.len(),
+            incidents=pl.col("incident").n_unique(),
+            gpus=pl.struct("host", "gpu").n_unique(),
+            name=pl.col("detail").str.json_path_match("$.name").drop_nulls().first(),
+        )
+        .sort(["events", "xid"], descending=[True, False])
+        .collect()
+    )

@@ -1,0 +1,80 @@
+"""Postmortem statistics: shares from counts, MTBF, GPU-hours lost, Xid counts, the command."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import forensics
+from forensics.cli import main
+from forensics.stats import incident_facts, summary
+
+CORPUS = Path(__file__).parents[1] / "corpus"
+
+
+@pytest.fixture(scope="module")
+def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
+    out = tmp_path_factory.mktemp("corpus") / "ds"
+    forensics.ingest([CORPUS], out, jobs=1)
+    return forensics.open_dataset(out)
+
+
+@pytest.mark.parametrize("by", ["cause", "component", "host", "gpu", "month", "job"])
+def test_shares_are_counts_over_the_total(corpus_ds: forensics.store.OpenDataset, by: str) -> None:
+    t = forensics.stats(corpus_ds, by)
+    assert t["incidents"].sum() == 15
+    assert t["share"].sum() == pytest.approx(1.0)
+    assert (t["share"] - t["incidents"] / 15).abs().max() < 1e-12
+
+
+def test_the_root_cause_table_follows_the_diagnoses(corpus_ds: forensics.store.OpenDataset) -> None:
+    t = forensics.stats(corpus_ds, "cause")
+    assert t.row(0, named=True)["root_cause"] == "gpu_hardware" and t.row(0, named=True)["incidents"] == 3
+    assert dict(zip(t["root_cause"], t["incidents"], strict=True)) == (
+        forensics.diagnose(corpus_ds).group_by("root_cause").len().pipe(lambda d: dict(zip(d["root_cause"], d["len"], strict=True))))
+
+
+def test_gpu_hours_lost_from_the_job_facts() -> None:
+    t0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    diagnoses = pl.DataFrame({
+        "incident": ["a", "b", "c"], "root_cause": ["gpu_memory", "network", "hang"], "confidence": [0.9, 0.8, 0.5],
+        "first_host": ["h", "h", "g"], "first_gpu": [None, None, None], "first_ts": [t0, t0, None],
+        "evidence": [[], [], []],
+    }, schema_overrides={"first_gpu": pl.String, "evidence": pl.List(pl.Struct({"ts": pl.Datetime("us", "UTC"), "role": pl.String}))})  # fmt: skip
+
+    class Ds:
+        incidents = pl.LazyFrame({
+            "id": ["a", "b", "c"], "last_ts": [t0, t0, t0],
+            "labels": ['{"job": {"gpus": 64, "last_checkpoint": "2025-01-01T11:30:00Z"}}',
+                       '{"job": {"gpus": 8, "checkpoint_interval_s": 3600}}', "{}"],
+        })  # fmt: skip
+
+    facts = incident_facts(Ds(), diagnoses).sort("incident")
+    assert facts["gpu_hours_lost"].to_list() == [32.0, 4.0, None]
+    assert facts["basis"].to_list() == ["last checkpoint", "half the checkpoint interval", "unknown: no [job] gpus"]
+    head = summary(facts)
+    assert (head["incidents"], head["gpu_hours_lost"], head["gpu_hours_unknown"]) == (3, 36.0, 1)
+
+
+def test_xid_counts(corpus_ds: forensics.store.OpenDataset) -> None:
+    x = forensics.stats(corpus_ds, "xid")
+    row = x.filter(pl.col("xid") == 13).row(0, named=True)
+    assert (row["events"], row["incidents"], row["gpus"]) == (629, 1, 1)
+    assert x["events"].sum() == 653
+
+
+def test_stats_command(corpus_ds: forensics.store.OpenDataset) -> None:
+    r = CliRunner().invoke(main, ["stats", str(corpus_ds.root), "--by", "component"])
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert lines[0].startswith("15 incidents, 2024-04-05 to 2025-02-23 (323.79 days): 0.046 per day, MTBF 518.06 h")
+    assert lines[2].split()[:3] == ["COMPONENT", "INCIDENTS", "SHARE"]
+    assert lines[3].split()[:3] == ["GPU", "3", "20.0%"]
+    md = CliRunner().invoke(main, ["stats", str(corpus_ds.root), "--format", "markdown"]).output
+    assert "| root_cause | incidents | share |" in md
+    csv = CliRunner().invoke(main, ["stats", str(corpus_ds.root), "--format", "csv"]).output
+    assert pl.read_csv(csv.encode())["incidents"].sum() == 15
