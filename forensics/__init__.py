@@ -13,6 +13,7 @@ from .mine import CAUSES, RuleError, diagnose, load_library
 from .mine.evaluate import evaluate
 from .mine.precursors import precursors, sequences
 from .mine.timeline import timeline
+from .offenders import repeat_offenders
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
 from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
@@ -43,6 +44,7 @@ __all__ = [
     "parse_bytes",
     "parse_file",
     "precursors",
+    "repeat_offenders",
     "sequences",
     "stats",
     "timeline",

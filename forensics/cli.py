@@ -401,6 +401,38 @@ def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
         click.echo(output.stats_text(table, head, markdown=fmt == "markdown"), nl=False)
 
 
+@main.command("offenders")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
+              help="Family-wise false-alarm rate of the Poisson (card, slot, node) and binomial (job) tests.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_RULES_OPTION
+def offenders_cmd(dataset: Path, alpha: float, fmt: str, rules: tuple[str, ...]) -> None:
+    """Repeat offenders: the cards, slots, nodes and jobs that fail more than chance allows, each with
+    its decision (card, slot, node, job, undetermined), the reasoning and its incidents.
+
+    Example: forensics offenders incidents.ds
+    """
+    from .mine import diagnose
+    from .offenders import repeat_offenders
+
+    library = _library(rules)
+    with _dataset(dataset) as ds:
+        found = repeat_offenders(ds, diagnose(ds, library=library), alpha=alpha)
+    if fmt == "json":
+        for row in found.iter_rows(named=True):
+            click.echo(json.dumps(row))
+        return
+    if found.height == 0:
+        click.echo("no repeat offenders")
+        return
+    for row in found.iter_rows(named=True):
+        click.echo(f"{row['decision']:<12} {row['who']:<28} {row['incidents']:>4} incidents "
+                   f"(expected {row['expected']:g}, p {row['p_value']:.1e}): {row['reason']}")  # fmt: skip
+        shown = ", ".join(row["incident_ids"][:8]) + (f", … {len(row['incident_ids']) - 8} more" if len(row["incident_ids"]) > 8 else "")
+        click.echo(f"{'':<12} {shown}")
+
+
 class _Progress:
     """A progress bar on a terminal (incidents, bytes, ETA); plain lines otherwise."""
 

@@ -71,11 +71,13 @@ class Fleet:
         return next(slot for slot, card in self.cards.items() if card.serial == serial)
 
     def after_failure(self, rng: random.Random, host: str, bus: str, cause: str) -> None:
-        """What the site does after an incident: a card that failed in hardware is replaced, except
-        the lemon card, which comes back from repair and is put in another host's slot."""
+        """What the site does after an incident: a card that failed in hardware (its memory, itself,
+        NVLink, or its PCIe link: the card is the first suspect) is replaced, except the lemon card,
+        which comes back from repair and is put in another host's slot. A bad slot so fails with one
+        new card after another."""
         card = self.cards[(host, bus)]
         if card.serial == self.lemons.get("card"):
             other = (rng.choice([h for h in self.hosts if h != host]), rng.choice(GPU_BUSES))
             self.cards[(host, bus)], self.cards[other] = self.cards[other], card
-        elif cause in ("gpu_memory", "gpu_hardware", "nvlink"):
+        elif cause in ("gpu_memory", "gpu_hardware", "nvlink", "pcie_link"):
             self.cards[(host, bus)] = self.new_card(rng)
