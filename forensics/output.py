@@ -206,10 +206,7 @@ def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
         return "(no incidents)\n"
     rows = [(d["incident"], d["root_cause"], f"{d['confidence']:.2f}", d["rule"] or "-", _first_failure_text(d))
             for d in diagnoses.iter_rows(named=True)]  # fmt: skip
-    names = ("INCIDENT", "ROOT CAUSE", "CONF", "RULE", "FIRST FAILURE")
-    widths = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(4)]
-    out = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=False)) + "  " + names[-1]]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]
+    out = _grid(["INCIDENT", "ROOT CAUSE", "CONF", "RULE", "FIRST FAILURE"], rows, set())
     if evidence:
         for d in diagnoses.iter_rows(named=True):
             out.append("")
@@ -219,9 +216,7 @@ def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
             lines = [_evidence_line(e) for e in d["evidence"]]
             if not lines:
                 out.append("  (no evidence: no rule matched)")
-            w = [max(len(line[i]) for line in lines) for i in range(4)] if lines else []
-            out += ["  " + "  ".join(v.ljust(x) for v, x in zip(line, w, strict=False)) + "  " + line[-1]
-                    for line in lines]  # fmt: skip
+            out += ["  " + line for line in _grid([""] * 5, lines, set())[1:]] if lines else []
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

@@ -104,17 +104,19 @@ class Match:
     message: str | None = None
     followers: bool = False
 
-    def kind_regex(self) -> str:
-        return "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in self.kinds) + ")$"
-
     def expanded(self) -> tuple[str, ...]:
         """The kinds of the vocabulary this step's kinds and globs name."""
         return _expand(self.kinds)
 
 
+def glob_regex(kinds: tuple[str, ...] | list[str]) -> str:
+    """One anchored regex for kind names and globs (``disk.*``)."""
+    return "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in kinds) + ")$"
+
+
 @cache
 def _expand(kinds: tuple[str, ...]) -> tuple[str, ...]:
-    pattern = "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in kinds) + ")$"
+    pattern = glob_regex(kinds)
     return tuple(sorted(k for k in KINDS if re.match(pattern, k)))
 
 
@@ -225,8 +227,7 @@ class _Checker:
         if not kinds or not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             raise self.fail(what, line_of("kind"), "field 'kind': expected a kind or a list of kinds")
         for k in kinds:
-            pattern = "^" + re.escape(k).replace(r"\*", ".*") + "$"
-            if not any(re.match(pattern, known) for known in KINDS):
+            if not _expand((k,)):
                 raise self.fail(what, line_of("kind"), f"field 'kind': {k!r} is no event kind (see forensics.KINDS)")
         codes: list[tuple[int, int]] = []
         raw_codes = raw.get("code", [])

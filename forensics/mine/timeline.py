@@ -7,7 +7,6 @@ line order. ``mark`` is the row's role in the diagnosis (``failure``, ``precurso
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +14,7 @@ import polars as pl
 
 from ..errors import InputError
 from .diagnose import diagnose
-from .language import Library
+from .language import Library, glob_regex
 
 #: Kinds left out unless asked for: every line no family claimed, and every training step.
 QUIET_KINDS = ("other", "train.step")
@@ -44,8 +43,7 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
     ).unique(["file", "line", "kind"], keep="first")
     out = events.join(marks, on=["file", "line", "kind"], how="left", maintain_order="left")
     if kinds:
-        pattern = "^(?:" + "|".join(re.escape(k).replace(r"\*", ".*") for k in kinds) + ")$"
-        out = out.filter(pl.col("kind").str.contains(pattern))
+        out = out.filter(pl.col("kind").str.contains(glob_regex(kinds)))
     else:
         out = out.filter(~pl.col("kind").is_in(QUIET_KINDS) | pl.col("mark").is_not_null())
     if around is not None:
