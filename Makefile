@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DATASET ?= build/corpus.ds
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,16 @@ demo: $(STAMP)  ## ingest the bundled corpus into a Parquet dataset (sources dec
 	$(BIN)/forensics ingest corpus -o $(DEMO_DATASET) --quiet
 	$(BIN)/forensics diagnose $(DEMO_DATASET) --no-evidence
 	$(BIN)/forensics stats $(DEMO_DATASET) --by component
+	$(BIN)/forensics report $(DEMO_DATASET) -o $(dir $(DEMO_DATASET))report.html
 
-test: $(STAMP)  ## the test suite
+browser:  ## Debian's chromium, for the report's browser test (installed when run as root with apt-get)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the report's browser test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else echo "no chromium: the report's browser test will be skipped (install Debian's chromium)"; fi; }
+
+test: $(STAMP) browser  ## the test suite
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)  ## benchmarks (never part of the tests); results in bench/results.json

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from . import ingest  # a callable package: forensics.ingest(paths, dataset)
+# ingest and report are callable packages: forensics.ingest(paths, dataset), forensics.report(ds, path);
+# frames registers the .forensics namespace on Polars frames.
+from . import frames, ingest, plots, report
 from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
 from .mine import CAUSES, RuleError, diagnose, load_library
 from .mine.evaluate import evaluate
@@ -45,6 +47,7 @@ __all__ = [
     "parse_file",
     "precursors",
     "repeat_offenders",
+    "report",
     "sequences",
     "stats",
     "timeline",

@@ -401,6 +401,27 @@ def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
         click.echo(output.stats_text(table, head, markdown=fmt == "markdown"), nl=False)
 
 
+@main.command("report")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The HTML file to write (replaced only when the report is complete).")
+@click.option("--incident", help="Only this incident's page (no fleet summary).")
+@_RULES_OPTION
+def report_cmd(path: Path, out: Path, incident: str | None, rules: tuple[str, ...]) -> None:
+    """One self-contained HTML report (no network needed to view it): the fleet summary, root-cause
+    table, charts, repeat offenders, and a page per incident with its diagnosis, evidence and an
+    interactive timeline. PATH is a dataset, an incident folder or an archive.
+
+    Example: forensics report incidents.ds -o report.html
+    """
+    from .report import report
+
+    library = _library(rules)
+    with _dataset(path) as ds:
+        written = report(ds, out, incident=incident, library=library)
+    click.echo(f"report: {written.resolve()} ({written.stat().st_size / 1e6:,.1f} MB); open it in a browser")
+
+
 @main.command("offenders")
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
@@ -428,7 +449,8 @@ def offenders_cmd(dataset: Path, alpha: float, fmt: str, rules: tuple[str, ...])
         return
     for row in found.iter_rows(named=True):
         click.echo(f"{row['decision']:<12} {row['who']:<28} {row['incidents']:>4} incidents "
-                   f"(expected {row['expected']:g}, p {row['p_value']:.1e}): {row['reason']}")  # fmt: skip
+                   f"[95% {row['ci_low']:g}–{row['ci_high']:g}] (expected {row['expected']:g}, p {row['p_value']:.1e}): "
+                   f"{row['reason']}")  # fmt: skip
         shown = ", ".join(row["incident_ids"][:8]) + (f", … {len(row['incident_ids']) - 8} more" if len(row["incident_ids"]) > 8 else "")
         click.echo(f"{'':<12} {shown}")
 

@@ -30,18 +30,42 @@ import polars as pl
 HARDWARE = ("pcie_link", "gpu_hardware", "gpu_memory", "nvlink", "thermal", "power", "host_memory", "storage",
             "network")  # fmt: skip
 SOFTWARE = ("code_bug", "numerical", "gpu_oom", "host_oom")
-COLUMNS = ("decision", "who", "incidents", "expected", "p_value", "cards", "slots", "hosts", "reason", "incident_ids")
+COLUMNS = ("decision", "who", "incidents", "ci_low", "ci_high", "expected", "p_value", "cards", "slots", "hosts", "reason", "incident_ids")
 
 
 def _poisson_tail(k: int, lam: float) -> float:
-    """P(X >= k) for X ~ Poisson(lam)."""
+    """P(X >= k) for X ~ Poisson(lam) (terms in log space: no underflow for a large ``lam``).
+
+    >>> round(_poisson_tail(3, 0.5), 5), _poisson_tail(0, 2.0), round(_poisson_tail(900, 1000.0), 4)
+    (0.01439, 1.0, 0.9994)
+    """
     if k <= 0:
         return 1.0
-    term, cdf = math.exp(-lam), 0.0
-    for i in range(k):
-        cdf += term
-        term *= lam / (i + 1)
-    return max(0.0, 1.0 - cdf)
+    if lam <= 0:
+        return 0.0
+    log_lam = math.log(lam)
+    cdf = math.fsum(math.exp(i * log_lam - lam - math.lgamma(i + 1)) for i in range(k))
+    return min(1.0, max(0.0, 1.0 - cdf))
+
+
+def poisson_interval(k: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Garwood) confidence interval of a Poisson mean from one count ``k``.
+
+    >>> [round(x, 3) for x in poisson_interval(0)], [round(x, 3) for x in poisson_interval(10)]
+    ([0.0, 3.689], [4.795, 18.39])
+    """
+    tail = (1 - level) / 2
+
+    def solve(n: int, target: float) -> float:  # the lam where P(X >= n), rising with lam, reaches target
+        lo, hi = 0.0, 4.0 * k + 20
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _poisson_tail(n, mid) < target else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(k, tail)
+    high = solve(k + 1, 1 - tail)  # where P(X <= k) falls to ``tail``
+    return low, high
 
 
 def _binomial_tail(k: int, n: int, p: float) -> float:
@@ -81,16 +105,23 @@ def repeat_offenders(ds: Any, diagnoses: pl.DataFrame | None = None, *, alpha: f
             decision, reason = _decide(kind, count, cards, slots, hosts, group)
             if decision is None:
                 continue
-            out.append({"decision": decision, "who": str(who[0]), "incidents": count, "expected": round(lam, 4),
+            out.append({"decision": decision, "who": str(who[0]), "incidents": count, **_interval(count),
+                        "expected": round(lam, 4),
                         "p_value": p, "cards": cards, "slots": slots, "hosts": hosts, "reason": reason,
                         "incident_ids": sorted(group["incident"].to_list())})  # fmt: skip
             explained += group["incident"].to_list()
         left = left.filter(~pl.col("incident").is_in(explained))
     out += _jobs(ds, d, alpha=alpha, min_incidents=min_incidents)
-    schema = {"decision": pl.String, "who": pl.String, "incidents": pl.Int64, "expected": pl.Float64,
+    schema = {"decision": pl.String, "who": pl.String, "incidents": pl.Int64, "ci_low": pl.Float64,
+              "ci_high": pl.Float64, "expected": pl.Float64,
               "p_value": pl.Float64, "cards": pl.Int64, "slots": pl.Int64, "hosts": pl.Int64, "reason": pl.String,
               "incident_ids": pl.List(pl.String)}  # fmt: skip
     return pl.DataFrame(out, schema=schema).sort(["incidents", "who"], descending=[True, False])
+
+
+def _interval(k: int) -> dict[str, float]:
+    low, high = poisson_interval(k)
+    return {"ci_low": round(low, 2), "ci_high": round(high, 2)}
 
 
 def _decide(kind: str, count: int, cards: int, slots: int, hosts: int, group: pl.DataFrame) -> tuple[str | None, str]:
@@ -129,7 +160,7 @@ def _jobs(ds: Any, d: pl.DataFrame, *, alpha: float, min_incidents: int) -> list
             continue
         p = _binomial_tail(k, n, share) * n_jobs
         if p < alpha:
-            out.append({"decision": "job", "who": str(job), "incidents": k, "expected": round(n * share, 2),
+            out.append({"decision": "job", "who": str(job), "incidents": k, **_interval(k), "expected": round(n * share, 2),
                         "p_value": p, "cards": None, "slots": None, "hosts": None,
                         "reason": f"{k} of its {n} incidents are software failures against {share:.0%} in the fleet",
                         "incident_ids": sorted(soft["incident"].to_list())})  # fmt: skip

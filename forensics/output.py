@@ -313,6 +313,22 @@ def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window_us:
     return "\n".join(out) + "\n"
 
 
+def stat_cell(name: str, v: object) -> str:
+    """One cell of a statistics table as text: shares in %, floats to one place (confidence to two),
+    lists joined, nulls as ``-``."""
+    if v is None:
+        return "-"
+    if name == "share":
+        return f"{float(v):.1%}"  # type: ignore[arg-type]
+    if name == "p_value":
+        return f"{float(v):.2g}"  # type: ignore[arg-type]
+    if isinstance(v, float):
+        return f"{v:,.2f}" if name in ("confidence", "confidence_mean", "expected") else f"{v:,.1f}"
+    if isinstance(v, list):
+        return ", ".join(map(str, v))
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
 def stats_text(table: pl.DataFrame, head: dict[str, object] | None, *, markdown: bool = False) -> str:
     """The statistics table (shares in %, hours and seconds rounded) under a one-line fleet summary."""
     out: list[str] = []
@@ -322,18 +338,8 @@ def stats_text(table: pl.DataFrame, head: dict[str, object] | None, *, markdown:
         lost = "" if head["gpu_hours_lost"] is None else f"; {head['gpu_hours_lost']:,.1f} GPU-hours lost"
         unknown = f"; GPU-hours lost unknown for {head['gpu_hours_unknown']:,} (no [job] gpus in incident.toml)" if head["gpu_hours_unknown"] else ""
         out += [f"{head['incidents']:,} incidents{window}{lost}{unknown}", ""]
-
-    def cell(name: str, v: object) -> str:
-        if v is None:
-            return "-"
-        if name == "share":
-            return f"{float(v):.1%}"  # type: ignore[arg-type]
-        if isinstance(v, float):
-            return f"{v:,.2f}" if name == "confidence_mean" else f"{v:,.1f}"
-        return f"{v:,}" if isinstance(v, int) else str(v)
-
     names = table.columns
-    rows = [tuple(cell(n, v) for n, v in zip(names, r, strict=True)) for r in table.iter_rows()]
+    rows = [tuple(stat_cell(n, v) for n, v in zip(names, r, strict=True)) for r in table.iter_rows()]
     numeric = {i for i, n in enumerate(names) if table.schema[n].is_numeric()}
     if markdown:
         out.append("| " + " | ".join(names) + " |")

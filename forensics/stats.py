@@ -80,7 +80,8 @@ def summary(facts: pl.DataFrame) -> dict[str, Any]:
 
 def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) -> pl.DataFrame:
     """The table by ``by`` (one of :data:`BY`): count, share (count / total), MTBF over the fleet's
-    window, GPU-hours lost, median lead time; ``xid`` counts Xid events, incidents and GPUs per code."""
+    window, GPU-hours lost, median lead time (for ``host`` and ``gpu`` also the count's exact 95%
+    Poisson interval, ``ci_low``–``ci_high``); ``xid`` counts Xid events, incidents and GPUs per code."""
     if by not in BY:
         raise InputError(f"--by {by!r}: one of {', '.join(BY)}")
     if by == "xid":
@@ -108,7 +109,17 @@ def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) 
     )  # fmt: skip
     order = ["month"] if by == "month" else ["incidents", *key]
     desc = [False] if by == "month" else [True] + [False] * len(key)
-    return table.select(*key, "incidents", "share", "mtbf_h", "gpu_hours_lost", "lead_time_median_s",
+    interval: list[str] = []
+    if by in ("host", "gpu"):  # the offenders: how sure is each count (exact Poisson 95% interval)
+        from .offenders import poisson_interval
+
+        bounds = {k: poisson_interval(k) for k in table["incidents"].unique().to_list()}
+        table = table.with_columns(
+            ci_low=pl.col("incidents").replace_strict({k: round(v[0], 2) for k, v in bounds.items()}, return_dtype=pl.Float64),
+            ci_high=pl.col("incidents").replace_strict({k: round(v[1], 2) for k, v in bounds.items()}, return_dtype=pl.Float64),
+        )  # fmt: skip
+        interval = ["ci_low", "ci_high"]
+    return table.select(*key, "incidents", *interval, "share", "mtbf_h", "gpu_hours_lost", "lead_time_median_s",
                         "confidence_mean").sort(order, descending=desc, nulls_last=True)  # fmt: skip
 
 

@@ -275,6 +275,27 @@ class OpenDataset:
     def __repr__(self) -> str:
         return f"<forensics dataset {self.root}: {len(self._files['incidents'])} incident(s)>"
 
+    def counts(self) -> dict[str, int]:
+        """Rows per table (from the Parquet footers: nothing else is read)."""
+        return {name: int(self.table(name).select(pl.len()).collect().item()) for name in TABLES}
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the tables with their row counts and the first incidents."""
+        import html
+
+        rows = "".join(f"<tr><td>{name}</td><td style='text-align:right'>{n:,}</td></tr>" for name, n in self.counts().items())
+        first = self.incidents.select("id", "hosts", "first_ts", "last_ts").head(10).collect()
+        shown = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(', '.join(v) if isinstance(v, list) else '-' if v is None else str(v))}</td>"
+                             for v in r) + "</tr>"
+            for r in first.iter_rows()
+        )  # fmt: skip
+        more = len(self._files["incidents"]) - first.height
+        return (f"<p><b>forensics dataset</b> <code>{html.escape(str(self.root))}</code></p>"
+                f"<table><tr><th>table</th><th>rows</th></tr>{rows}</table>"
+                f"<table><tr><th>incident</th><th>hosts</th><th>first</th><th>last</th></tr>{shown}</table>"
+                + (f"<p>… and {more:,} more incident(s)</p>" if more > 0 else ""))  # fmt: skip
+
 
 def open_dataset(root: str | Path) -> OpenDataset:
     """Open a dataset written by ``forensics ingest``; its tables are Polars LazyFrames.

@@ -19,9 +19,7 @@ same path.
 from __future__ import annotations
 
 import os
-import sys
 import time
-import types
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -30,6 +28,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from .._modules import make_callable
 from ..errors import InputError
 from ..store import Dataset, Record, incident_key
 from .archive import Limits
@@ -295,12 +294,4 @@ def _worker_version() -> str:
     return __version__
 
 
-class _Callable(types.ModuleType):
-    """``forensics.ingest(...)`` runs :func:`ingest`, while ``forensics.ingest.discover`` and the other
-    stages stay importable: a function of the same name would hide the package."""
-
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        return ingest(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _Callable
+make_callable(__name__, ingest)

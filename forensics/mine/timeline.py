@@ -37,15 +37,7 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
         raise InputError(f"no incident {incident!r} in the dataset")
     events = ds.events.filter(pl.col("incident") == incident).collect()
     d = diagnose(events.lazy(), incident=incident, library=library)
-    marks = pl.DataFrame(
-        [(e["file"], e["line"], e["kind"], e["role"]) for e in d["evidence"][0]] if d.height else [],
-        schema={"file": pl.String, "line": pl.Int64, "kind": pl.String, "mark": pl.String}, orient="row",
-    ).unique(["file", "line", "kind"], keep="first")
-    out = events.join(marks, on=["file", "line", "kind"], how="left", maintain_order="left")
-    if kinds:
-        out = out.filter(pl.col("kind").str.contains(glob_regex(kinds)))
-    else:
-        out = out.filter(~pl.col("kind").is_in(QUIET_KINDS) | pl.col("mark").is_not_null())
+    out = marked(events, d, kinds=kinds)
     if around is not None:
         if around == "failure":
             timed = [e["ts"] for e in (d["evidence"][0] if d.height else []) if e["ts"] is not None]
@@ -58,9 +50,30 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
             center = around
         half = timedelta(microseconds=window_us or 600_000_000)
         out = out.filter(pl.col("ts").is_between(center - half, center + half))
-    out = out.sort(pl.col("ts").is_null(), "ts", "file", "line")
-    return out.select("incident", "ts", "uptime_s", "host", "source", "kind", "severity", "gpu", "rank", "code", "file", "line",
-                      "mark", "message")  # fmt: skip
+    return out
+
+
+#: The columns of a timeline.
+COLUMNS = ("incident", "ts", "uptime_s", "host", "source", "kind", "severity", "gpu", "rank", "code", "file", "line",
+           "mark", "message")  # fmt: skip
+
+
+def marked(events: pl.DataFrame, diagnoses: pl.DataFrame, *, kinds: list[str] | None = None) -> pl.DataFrame:
+    """``events`` (of one or many incidents) with each row's ``mark`` from ``diagnoses``' evidence,
+    kept by ``kinds`` (default: all but :data:`QUIET_KINDS`, marked rows always), in timeline order."""
+    marks = (
+        diagnoses.select("incident", "evidence").explode("evidence").drop_nulls("evidence")
+        .select("incident", pl.col("evidence").struct.field("file", "line", "kind"),
+                mark=pl.col("evidence").struct.field("role"))
+        .unique(["incident", "file", "line", "kind"], keep="first", maintain_order=True)
+    )  # fmt: skip
+    keys = ["incident", "file", "line", "kind"]
+    out = events.join(marks.cast({"line": events.schema["line"]}), on=keys, how="left", maintain_order="left")
+    if kinds:
+        out = out.filter(pl.col("kind").str.contains(glob_regex(kinds)))
+    else:
+        out = out.filter(~pl.col("kind").is_in(QUIET_KINDS) | pl.col("mark").is_not_null())
+    return out.sort("incident", pl.col("ts").is_null(), "ts", "file", "line").select(COLUMNS)
 
 
 def parse_time(text: str) -> datetime:

@@ -1,0 +1,190 @@
+"""Plots of incidents and fleets, as Plotly figures (for notebooks) and plain specs (for the report).
+
+Every function here has two forms: ``*_spec`` returns the figure as a plain dict (``data`` and
+``layout``, what ``Plotly.newPlot`` takes), which the HTML report embeds; the public form wraps it in a
+``plotly.graph_objects.Figure``, which a notebook displays.
+
+Log text is untrusted and Plotly renders a subset of HTML in labels and hover text (``<br>``, ``<b>``,
+``<a href>``), so every string that comes from the data goes through :func:`plain` first: ``<``, ``>``
+and ``&`` become entities, which Plotly shows as the characters.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import polars as pl
+
+#: How many hosts a heat map shows (those with the most failures).
+HEAT_HOSTS = 40
+#: Characters of a message in hover text.
+HOVER_CHARS = 300
+#: A colour per severity and per evidence role (the timeline's markers).
+SEVERITY_COLORS = {"critical": "#99000d", "error": "#e34a33", "warning": "#f59e0b", "notice": "#4575b4",
+                   "info": "#91bfdb", "debug": "#bbbbbb"}  # fmt: skip
+ROLE_SYMBOLS = {"failure": "x", "precursor": "diamond", "related": "circle-open", "follower": "triangle-up-open"}
+
+
+def plain(text: Any, limit: int | None = None) -> str:
+    """``text`` safe for Plotly's labels: entities for ``<``, ``>`` and ``&``, cut to ``limit`` characters.
+
+    >>> plain('<img src=x onerror="alert(1)">')
+    '&lt;img src=x onerror="alert(1)"&gt;'
+    """
+    s = "" if text is None else str(text)
+    if limit is not None and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s, quote=False)
+
+
+def _figure(spec: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    return go.Figure(spec)
+
+
+def _facts(source: Any, diagnoses: pl.DataFrame | None) -> pl.DataFrame:
+    """The incident facts of a dataset (diagnosed here when ``diagnoses`` is None), or the facts given."""
+    if isinstance(source, pl.DataFrame):
+        return source
+    from .mine import diagnose
+    from .stats import incident_facts
+
+    return incident_facts(source, diagnose(source) if diagnoses is None else diagnoses)
+
+
+def _bucket(facts: pl.DataFrame) -> tuple[str, str]:
+    """The time bucket of a cause-over-time chart for the window: day, ISO week or month."""
+    first, last = facts["when"].min(), facts["when"].max()
+    days = (last - first).days if first is not None and last is not None else 0  # type: ignore[operator]
+    if days > 180:
+        return "1mo", "month"
+    if days > 21:
+        return "1w", "week"
+    return "1d", "day"
+
+
+def causes_over_time_spec(facts: pl.DataFrame) -> dict[str, Any]:
+    """Incidents per day, week or month (by the window's length), stacked by root cause."""
+    every, unit = _bucket(facts)
+    counts = (
+        facts.drop_nulls("when").with_columns(bucket=pl.col("when").dt.truncate(every))
+        .group_by("bucket", "root_cause").len().sort("bucket", "root_cause")
+    )  # fmt: skip
+    data = []
+    for (cause,), part in counts.group_by("root_cause", maintain_order=True):
+        data.append({"type": "bar", "name": plain(cause), "x": [b.isoformat() for b in part["bucket"]],
+                     "y": part["len"].to_list(),
+                     "hovertemplate": f"%{{x}}<br>{plain(cause)}: %{{y}}<extra></extra>"})  # fmt: skip
+    undated = facts["when"].is_null().sum()
+    title = f"Incidents per {unit} by root cause" + (f" ({undated} without a time left out)" if undated else "")
+    return {"data": data, "layout": {"title": {"text": title}, "barmode": "stack", "xaxis": {"type": "date"},
+                                     "yaxis": {"title": {"text": "incidents"}}, "legend": {"orientation": "h"},
+                                     "margin": {"t": 50, "l": 50, "r": 20, "b": 40}}}  # fmt: skip
+
+
+def failure_heatmap_spec(facts: pl.DataFrame, *, hosts: int = HEAT_HOSTS) -> dict[str, Any]:
+    """First failures per host (rows, the ``hosts`` with most) and GPU (columns; ``host`` for
+    failures that name no GPU)."""
+    cells = (
+        facts.drop_nulls("first_host").with_columns(gpu=pl.col("first_gpu").fill_null("host"))
+        .group_by("first_host", "gpu").len()
+    )  # fmt: skip
+    top = cells.group_by("first_host").agg(pl.col("len").sum()).sort(["len", "first_host"], descending=[True, False])
+    rows = top["first_host"].head(hosts).to_list()
+    cols = sorted(cells.filter(pl.col("first_host").is_in(rows))["gpu"].unique().to_list(), key=lambda g: (g == "host", g))
+    index = {(h, g): n for h, g, n in cells.iter_rows()}
+    z = [[index.get((h, g), 0) for g in cols] for h in rows]
+    shown = f"the {len(rows)} hosts with most" if top.height > len(rows) else f"{len(rows)} host(s)"
+    return {"data": [{"type": "heatmap", "z": z, "x": [plain(g) for g in cols], "y": [plain(h) for h in rows],
+                      "colorscale": "Reds", "hovertemplate": "%{y} %{x}: %{z} first failure(s)<extra></extra>"}],
+            "layout": {"title": {"text": f"First failures per host and GPU ({shown})"},
+                       "xaxis": {"type": "category", "title": {"text": "GPU (PCI address)"}},
+                       "yaxis": {"type": "category", "autorange": "reversed"},
+                       "height": max(300, 120 + 22 * len(rows)), "margin": {"t": 50, "l": 160, "r": 20, "b": 100}}}  # fmt: skip
+
+
+def lead_times_spec(facts: pl.DataFrame) -> dict[str, Any]:
+    """The lead time from a chain's first precursor to its failure, per root cause (box plots, log scale)."""
+    timed = facts.drop_nulls("lead_time_s").filter(pl.col("lead_time_s") > 0)
+    data = [{"type": "box", "name": plain(cause), "x": part["lead_time_s"].to_list(), "boxpoints": "all",
+             "orientation": "h", "hovertemplate": f"{plain(cause)}: %{{x:.3s}} s<extra></extra>"}
+            for (cause,), part in timed.sort("root_cause").group_by("root_cause", maintain_order=True)]  # fmt: skip
+    return {"data": data, "layout": {"title": {"text": f"Lead time from first precursor to failure ({timed.height} chains)"},
+                                     "xaxis": {"type": "log", "title": {"text": "seconds"}}, "showlegend": False,
+                                     "height": max(260, 100 + 40 * len(data)), "margin": {"t": 50, "l": 140, "r": 20, "b": 50}}}  # fmt: skip
+
+
+def timeline_spec(rows: pl.DataFrame, *, title: str | None = None) -> dict[str, Any]:
+    """One incident's timeline (the rows of :func:`forensics.timeline`): a lane per host and source,
+    a marker per event coloured by severity, evidence drawn larger with its role's symbol; hover shows
+    the kind, code, file:line and message.
+
+    The x axis is the wall clock when any row has a time; else the uptime (logs such as plain
+    ``dmesg`` print only that); else the line in the file. Rows the chosen axis cannot place are
+    counted in the title."""
+    if rows["ts"].is_not_null().any():
+        placed, x, axis = rows.drop_nulls("ts"), "ts", {"type": "date", "title": {"text": "time (UTC)"}}
+    elif rows["uptime_s"].is_not_null().any():
+        placed, x, axis = rows.drop_nulls("uptime_s"), "uptime_s", {"title": {"text": "uptime (s): these logs print no wall-clock time"}}
+    else:
+        placed, x, axis = rows, "line", {"title": {"text": "line in the file: these logs print no time"}}
+    placed = placed.with_columns(lane=pl.concat_str(pl.col("host").fill_null("?"), pl.lit(" · "), "source"))
+    data = []
+    for (severity, mark), part in placed.group_by("severity", "mark", maintain_order=True):
+        sev = severity or "info"
+        hover = [f"<b>{plain(k)}{'' if c is None else ' ' + str(c)}</b> {plain(sev)}{'' if m is None else ' — ' + plain(m)}"
+                 f"<br>{plain(f)}:{ln}<br>{plain(msg, HOVER_CHARS)}"
+                 for k, c, m, f, ln, msg in part.select("kind", "code", "mark", "file", "line", "message").iter_rows()]  # fmt: skip
+        xs = [t.isoformat() for t in part["ts"]] if x == "ts" else part[x].to_list()
+        data.append({
+            "type": "scatter", "mode": "markers", "name": plain(sev if mark is None else f"{mark} ({sev})"),
+            "x": xs, "y": [plain(lane) for lane in part["lane"]], "hovertext": hover, "hoverinfo": "text+x",
+            "marker": {"color": SEVERITY_COLORS.get(sev, "#636363"), "size": 7 if mark is None else 13,
+                       "symbol": ROLE_SYMBOLS.get(mark, "circle"), "line": {"width": 1.5}},
+        })  # fmt: skip
+    lanes = placed["lane"].n_unique()
+    text = title or "Timeline"
+    if rows.height > placed.height:
+        text += f" ({rows.height - placed.height} event(s) without a {'time' if x == 'ts' else 'uptime'} are listed below, not drawn)"
+    return {"data": data, "layout": {"title": {"text": plain(text)}, "xaxis": axis,
+                                     "yaxis": {"type": "category", "automargin": True},
+                                     "height": max(260, 120 + 30 * lanes), "hovermode": "closest",
+                                     "legend": {"orientation": "h"}, "margin": {"t": 50, "r": 20, "b": 40}}}  # fmt: skip
+
+
+def causes_over_time(source: Any, diagnoses: pl.DataFrame | None = None) -> Any:
+    """A Plotly figure: incidents over time by root cause (``source`` is a dataset or incident facts)."""
+    return _figure(causes_over_time_spec(_facts(source, diagnoses)))
+
+
+def failure_heatmap(source: Any, diagnoses: pl.DataFrame | None = None, *, hosts: int = HEAT_HOSTS) -> Any:
+    """A Plotly figure: first failures per host and GPU."""
+    return _figure(failure_heatmap_spec(_facts(source, diagnoses), hosts=hosts))
+
+
+def lead_times(source: Any, diagnoses: pl.DataFrame | None = None) -> Any:
+    """A Plotly figure: lead times from first precursor to failure per root cause."""
+    return _figure(lead_times_spec(_facts(source, diagnoses)))
+
+
+def timeline_figure(rows: pl.DataFrame, *, title: str | None = None) -> Any:
+    """A Plotly figure of a timeline (the rows :func:`forensics.timeline` returns)."""
+    return _figure(timeline_spec(rows, title=title))
+
+
+def components_bar(source: Any, diagnoses: pl.DataFrame | None = None) -> Any:
+    """A Plotly figure: the root-cause table by component, as horizontal bars with shares."""
+    facts = _facts(source, diagnoses)
+    t = facts.group_by("component").len().sort("len")
+    total = max(facts.height, 1)
+    return _figure({"data": [{"type": "bar", "orientation": "h", "y": [plain(c) for c in t["component"]],
+                              "x": t["len"].to_list(), "text": [f"{n / total:.1%}" for n in t["len"]],
+                              "textposition": "auto"}],
+                    "layout": {"title": {"text": f"Interruptions by component ({facts.height})"},
+                               "margin": {"l": 140}}})  # fmt: skip
+
+
+__all__ = ["causes_over_time", "components_bar", "failure_heatmap", "lead_times", "plain",
+           "timeline_figure"]  # fmt: skip
