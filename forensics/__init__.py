@@ -9,7 +9,9 @@ from __future__ import annotations
 
 # ingest and report are callable packages: forensics.ingest(paths, dataset), forensics.report(ds, path);
 # frames registers the .forensics namespace on Polars frames.
-from . import frames, ingest, plots, report
+from . import frames as frames
+from . import ingest, report
+from . import plots as plots
 from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
 from .mine import CAUSES, RuleError, diagnose, load_library
 from .mine.evaluate import evaluate

@@ -19,7 +19,7 @@ import polars as pl
 #: How many hosts a heat map shows (those with the most failures).
 HEAT_HOSTS = 40
 #: Characters of a message in hover text.
-HOVER_CHARS = 300
+HOVER_CHARS = 200
 #: A colour per severity and per evidence role (the timeline's markers).
 SEVERITY_COLORS = {"critical": "#99000d", "error": "#e34a33", "warning": "#f59e0b", "notice": "#4575b4",
                    "info": "#91bfdb", "debug": "#bbbbbb"}  # fmt: skip
@@ -98,7 +98,8 @@ def failure_heatmap_spec(facts: pl.DataFrame, *, hosts: int = HEAT_HOSTS) -> dic
     z = [[index.get((h, g), 0) for g in cols] for h in rows]
     shown = f"the {len(rows)} hosts with most" if top.height > len(rows) else f"{len(rows)} host(s)"
     return {"data": [{"type": "heatmap", "z": z, "x": [plain(g) for g in cols], "y": [plain(h) for h in rows],
-                      "colorscale": "Reds", "hovertemplate": "%{y} %{x}: %{z} first failure(s)<extra></extra>"}],
+                      "colorscale": [[0, "#ffffff"], [0.001, "#fee5d9"], [1, "#99000d"]], "zmin": 0, "xgap": 1, "ygap": 1,
+                      "hovertemplate": "%{y} %{x}: %{z} first failure(s)<extra></extra>"}],
             "layout": {"title": {"text": f"First failures per host and GPU ({shown})"},
                        "xaxis": {"type": "category", "title": {"text": "GPU (PCI address)"}},
                        "yaxis": {"type": "category", "autorange": "reversed"},

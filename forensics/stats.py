@@ -10,7 +10,8 @@ they add up to 100% (the published tables that do not, like Llama 3's, copied pe
   ``last_checkpoint``) when the last checkpoint is known, else ``gpus`` × ``checkpoint_interval_s`` / 2
   (a failure falls on average half an interval after a checkpoint); unknown without ``gpus``. The
   ``basis`` column says which was used;
-- **lead time** of a chain: from its earliest precursor to its failure row, when both have a time.
+- **lead time** of a chain: from its earliest precursor to its failure row, when both have a time
+  (precursors seen only after the failure, such as an ``nvidia-smi`` snapshot taken afterwards, do not count).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
         last_checkpoint=labels.str.json_path_match("$.job.last_checkpoint")
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%#z", strict=False, time_unit="us", time_zone="UTC"),
     ).collect()  # fmt: skip
+    # Precursors after the failure (a snapshot taken afterwards, matched with order "any") are not lead.
+    ts, role = pl.element().struct.field("ts"), pl.element().struct.field("role")
+    failed = ts.filter(role == "failure").min()
     lead = pl.col("evidence").list.eval(
-        pl.element().struct.field("ts").filter(pl.element().struct.field("role") == "failure").min()
-        - pl.element().struct.field("ts").filter(pl.element().struct.field("role") == "precursor").min()
+        failed - ts.filter((role == "precursor") & (ts <= failed)).min()
     ).list.first().dt.total_microseconds() / 1e6
     d = diagnoses.select("incident", "root_cause", "confidence", "first_host", "first_gpu", "first_ts",
                          lead_time_s=lead)  # fmt: skip

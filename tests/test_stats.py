@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -58,6 +58,26 @@ def test_gpu_hours_lost_from_the_job_facts() -> None:
     assert facts["basis"].to_list() == ["last checkpoint", "half the checkpoint interval", "unknown: no [job] gpus"]
     head = summary(facts)
     assert (head["incidents"], head["gpu_hours_lost"], head["gpu_hours_unknown"]) == (3, 36.0, 1)
+
+
+def test_lead_time_counts_only_precursors_before_the_failure() -> None:
+    t0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    ev = pl.Struct({"ts": pl.Datetime("us", "UTC"), "role": pl.String})
+    diagnoses = pl.DataFrame({
+        "incident": ["a", "b", "c"], "root_cause": ["pcie_link"] * 3, "confidence": [0.9] * 3,
+        "first_host": ["h"] * 3, "first_gpu": [None] * 3, "first_ts": [t0] * 3,
+        "evidence": [
+            [{"ts": t0, "role": "failure"}, {"ts": t0 - timedelta(seconds=600), "role": "precursor"},
+             {"ts": t0 - timedelta(seconds=60), "role": "precursor"}, {"ts": t0 + timedelta(hours=2), "role": "precursor"}],
+            [{"ts": t0, "role": "failure"}, {"ts": t0 + timedelta(seconds=5), "role": "precursor"}],  # only after
+            [{"ts": None, "role": "failure"}, {"ts": t0, "role": "precursor"}],  # the failure has no time
+        ],
+    }, schema_overrides={"first_gpu": pl.String, "evidence": pl.List(ev)})  # fmt: skip
+
+    class Ds:
+        incidents = pl.LazyFrame({"id": ["a", "b", "c"], "last_ts": [t0] * 3, "labels": ["{}"] * 3})
+
+    assert incident_facts(Ds(), diagnoses).sort("incident")["lead_time_s"].to_list() == [600.0, None, None]
 
 
 def test_xid_counts(corpus_ds: forensics.store.OpenDataset) -> None:

@@ -38,9 +38,9 @@ from ..output import _first_failure_text, stat_cell
 from ..stats import incident_facts, stats, summary, xid_counts
 from ..store import _atomic_write, incident_key
 
-#: Timeline rows per incident at most, and in all (the per-incident cap shrinks to fit, to 50 at least).
+#: Timeline rows per incident at most, and in all (the per-incident cap shrinks to fit, to 20 at least).
 TIMELINE_ROWS = 400
-TIMELINE_BUDGET = 100_000
+TIMELINE_BUDGET = 50_000
 #: Incidents whose events are read at once.
 CHUNK = 200
 MESSAGE_CHARS = 2000
@@ -158,7 +158,7 @@ def _fleet(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, specs: list[str]) -> s
 
 
 def _cap(n_incidents: int) -> int:
-    return max(50, min(TIMELINE_ROWS, TIMELINE_BUDGET // max(n_incidents, 1)))
+    return max(20, min(TIMELINE_ROWS, TIMELINE_BUDGET // max(n_incidents, 1)))
 
 
 def _timelines(ds: Any, d: pl.DataFrame, cap: int) -> dict[str, pl.DataFrame]:
@@ -217,7 +217,9 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
             if total > tl.height:
                 out.append(f'<p class="note">The {tl.height} events nearest the first failure and every evidence row; '
                            f"<code>forensics timeline DATASET --incident {_e(iid)}</code> lists all {total}.</p>")  # fmt: skip
-            out += ["<details><summary>Timeline rows</summary>", _timeline_table(tl), "</details>"]
+            undrawn = _undrawn(tl)
+            if undrawn.height:
+                out += [f"<h3>Not on the chart ({undrawn.height} without a time)</h3>", _timeline_table(undrawn)]
         else:
             out.append('<p class="note">No events.</p>')
         out.append("</section>")
@@ -225,15 +227,29 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
     return pages
 
 
+_ROLES = {"failure": 0, "precursor": 1, "related": 2, "follower": 3}
+
+
 def _evidence_table(evidence: list[dict[str, Any]]) -> str:
+    """The evidence, the failure first, then precursors, related rows and followers, each in time order."""
     rows = []
-    for e in evidence:
+    for e in sorted(evidence, key=lambda e: (_ROLES.get(e["role"], 4), e["ts"] is None, e["ts"] or 0)):
         kind = e["kind"] + ("" if e["code"] is None else f" {e['code']}")
         rows.append(f'<tr class="{_e(e["role"])}"><td>{_e(e["role"])}</td><td>{_e(_ts(e["ts"]))}</td><td>{_e(e["host"])}</td>'
                     f'<td>{_e(kind)}</td><td>{_e(e["file"])}:{_e(e["line"])}</td>'
                     f'<td class="msg">{_e(str(e["message"])[:MESSAGE_CHARS])}</td></tr>')  # fmt: skip
     return ("<table><thead><tr><th>role</th><th>time (UTC)</th><th>host</th><th>kind</th><th>where</th><th>message</th>"
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+
+
+def _undrawn(tl: pl.DataFrame) -> pl.DataFrame:
+    """The rows the timeline chart cannot place (it draws the wall clock when any row has one, else
+    the uptime, else the line): the rows without a time, when others have one."""
+    if tl["ts"].is_not_null().any():
+        return tl.filter(pl.col("ts").is_null())
+    if tl["uptime_s"].is_not_null().any():
+        return tl.filter(pl.col("uptime_s").is_null())
+    return tl.clear()
 
 
 def _timeline_table(tl: pl.DataFrame) -> str:
