@@ -21,6 +21,7 @@ import pyarrow as pa
 from . import output, sources
 from .errors import ForensicsError, InputError
 from .parse import ON_ERROR, Parsed, iter_parse_path
+from .stats import BY as STATS_BY
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")
 
@@ -374,8 +375,8 @@ def mine_cmd(dataset: Path, target: str, window: int, by: str, min_support: int,
 
 @main.command("stats")
 @click.argument("dataset", type=click.Path(path_type=Path))
-@click.option("--by", type=click.Choice(["cause", "component", "host", "gpu", "xid", "month", "job"]), default="cause",
-              show_default=True, help="The grouping (xid: Xid events per code).")
+@click.option("--by", type=click.Choice(list(STATS_BY)), default="cause", show_default=True,
+              help="The grouping (rule: per chain; xid: Xid events per code; xid_gpu: per host, GPU and code).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]), default="table",
               show_default=True)  # fmt: skip
 @_RULES_OPTION
@@ -390,7 +391,7 @@ def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
 
     library = _library(rules)
     with _dataset(dataset) as ds:
-        diagnoses = None if by == "xid" else diagnose(ds, library=library)
+        diagnoses = None if by.startswith("xid") else diagnose(ds, library=library)
         table = stats(ds, by, diagnoses=diagnoses)
         head = None if diagnoses is None else summary(incident_facts(ds, diagnoses))
     if fmt == "csv":

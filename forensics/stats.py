@@ -30,7 +30,7 @@ COMPONENTS = {
     "storage": "Storage", "driver": "Platform software", "container_runtime": "Platform software",
     "hang": "Unknown", "unknown": "Unknown",
 }  # fmt: skip
-BY = ("cause", "component", "host", "gpu", "xid", "month", "job")
+BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job")
 
 
 def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
@@ -50,7 +50,7 @@ def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
     lead = pl.col("evidence").list.eval(
         failed - ts.filter((role == "precursor") & (ts <= failed)).min()
     ).list.first().dt.total_microseconds() / 1e6
-    d = diagnoses.select("incident", "root_cause", "confidence", "first_host", "first_gpu", "first_ts",
+    d = diagnoses.select("incident", "root_cause", "rule", "confidence", "first_host", "first_gpu", "first_ts",
                          lead_time_s=lead)  # fmt: skip
     out = d.join(records, on="incident", how="left").with_columns(when=pl.coalesce("first_ts", "last_ts"))
     since = (pl.col("when") - pl.col("last_checkpoint")).dt.total_microseconds() / 3.6e9
@@ -83,16 +83,18 @@ def summary(facts: pl.DataFrame) -> dict[str, Any]:
 
 def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) -> pl.DataFrame:
     """The table by ``by`` (one of :data:`BY`): count, share (count / total), MTBF over the fleet's
-    window, GPU-hours lost, median lead time (for ``host`` and ``gpu`` also the count's exact 95%
-    Poisson interval, ``ci_low``–``ci_high``); ``xid`` counts Xid events, incidents and GPUs per code."""
+    window, GPU-hours lost, median lead time (``rule``: per chain, the rule that fired; for ``host`` and ``gpu`` also the count's exact 95%
+    Poisson interval, ``ci_low``–``ci_high``); ``xid`` counts Xid events, incidents and GPUs per code, ``xid_gpu`` per host, GPU and code."""
     if by not in BY:
         raise InputError(f"--by {by!r}: one of {', '.join(BY)}")
     if by == "xid":
         return xid_counts(ds.events)
+    if by == "xid_gpu":
+        return xid_counts(ds.events, per_gpu=True)
     from .mine import diagnose
 
     facts = incident_facts(ds, diagnose(ds) if diagnoses is None else diagnoses)
-    key = {"cause": ["root_cause"], "component": ["component"], "host": ["first_host"],
+    key = {"cause": ["root_cause"], "component": ["component"], "rule": ["rule", "root_cause"], "host": ["first_host"],
            "gpu": ["first_host", "first_gpu"], "job": ["job"]}.get(by)  # fmt: skip
     if by == "month":
         facts = facts.with_columns(month=pl.col("when").dt.strftime("%Y-%m"))
@@ -126,17 +128,19 @@ def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) 
                         "confidence_mean").sort(order, descending=desc, nulls_last=True)  # fmt: skip
 
 
-def xid_counts(events: pl.LazyFrame) -> pl.DataFrame:
-    """Xid events per code: events, incidents, GPUs (host and address), the catalog name."""
+def xid_counts(events: pl.LazyFrame, *, per_gpu: bool = False) -> pl.DataFrame:
+    """Xid events per code: events, incidents, GPUs (host and address), the catalog name; with
+    ``per_gpu``, per host, GPU and code (the GPUs with most first)."""
+    keys = ["host", "gpu", "xid"] if per_gpu else ["xid"]
+    aggs = [pl.len().alias("events"), pl.col("incident").n_unique().alias("incidents")]
+    if not per_gpu:
+        aggs.append(pl.struct("host", "gpu").n_unique().alias("gpus"))
+    aggs.append(pl.col("detail").str.json_path_match("$.name").drop_nulls().first().alias("name"))
     return (
         events.filter(pl.col("kind") == "gpu.xid")
-        .group_by(xid="code")
-        .agg(
-            events=pl.len(),
-            incidents=pl.col("incident").n_unique(),
-            gpus=pl.struct("host", "gpu").n_unique(),
-            name=pl.col("detail").str.json_path_match("$.name").drop_nulls().first(),
-        )
-        .sort(["events", "xid"], descending=[True, False])
+        .with_columns(xid="code")
+        .group_by(keys)
+        .agg(aggs)
+        .sort(["events", *keys], descending=[True, *([False] * len(keys))], nulls_last=True)
         .collect()
     )

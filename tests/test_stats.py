@@ -23,7 +23,7 @@ def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenD
     return forensics.open_dataset(out)
 
 
-@pytest.mark.parametrize("by", ["cause", "component", "host", "gpu", "month", "job"])
+@pytest.mark.parametrize("by", ["cause", "component", "rule", "host", "gpu", "month", "job"])
 def test_shares_are_counts_over_the_total(corpus_ds: forensics.store.OpenDataset, by: str) -> None:
     t = forensics.stats(corpus_ds, by)
     assert t["incidents"].sum() == 15
@@ -41,7 +41,8 @@ def test_the_root_cause_table_follows_the_diagnoses(corpus_ds: forensics.store.O
 def test_gpu_hours_lost_from_the_job_facts() -> None:
     t0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
     diagnoses = pl.DataFrame({
-        "incident": ["a", "b", "c"], "root_cause": ["gpu_memory", "network", "hang"], "confidence": [0.9, 0.8, 0.5],
+        "incident": ["a", "b", "c"], "root_cause": ["gpu_memory", "network", "hang"], "rule": ["r", "s", "t"],
+        "confidence": [0.9, 0.8, 0.5],
         "first_host": ["h", "h", "g"], "first_gpu": [None, None, None], "first_ts": [t0, t0, None],
         "evidence": [[], [], []],
     }, schema_overrides={"first_gpu": pl.String, "evidence": pl.List(pl.Struct({"ts": pl.Datetime("us", "UTC"), "role": pl.String}))})  # fmt: skip
@@ -64,7 +65,7 @@ def test_lead_time_counts_only_precursors_before_the_failure() -> None:
     t0 = datetime(2025, 1, 1, 12, tzinfo=UTC)
     ev = pl.Struct({"ts": pl.Datetime("us", "UTC"), "role": pl.String})
     diagnoses = pl.DataFrame({
-        "incident": ["a", "b", "c"], "root_cause": ["pcie_link"] * 3, "confidence": [0.9] * 3,
+        "incident": ["a", "b", "c"], "root_cause": ["pcie_link"] * 3, "rule": ["r"] * 3, "confidence": [0.9] * 3,
         "first_host": ["h"] * 3, "first_gpu": [None] * 3, "first_ts": [t0] * 3,
         "evidence": [
             [{"ts": t0, "role": "failure"}, {"ts": t0 - timedelta(seconds=600), "role": "precursor"},
@@ -85,6 +86,20 @@ def test_xid_counts(corpus_ds: forensics.store.OpenDataset) -> None:
     row = x.filter(pl.col("xid") == 13).row(0, named=True)
     assert (row["events"], row["incidents"], row["gpus"]) == (629, 1, 1)
     assert x["events"].sum() == 653
+
+
+def test_xid_counts_per_gpu(corpus_ds: forensics.store.OpenDataset) -> None:
+    x = forensics.stats(corpus_ds, "xid_gpu")
+    assert x.columns == ["host", "gpu", "xid", "events", "incidents", "name"]
+    assert x["events"].sum() == 653 and x["events"].is_sorted(descending=True)
+    assert x.row(0, named=True) | {"name": None} == {"host": "h100-38", "gpu": "0000:38:00.0", "xid": 13, "events": 629,
+                                                     "incidents": 1, "name": None}  # fmt: skip
+
+
+def test_stats_by_rule_are_the_chains(corpus_ds: forensics.store.OpenDataset) -> None:
+    t = forensics.stats(corpus_ds, "rule")
+    d = forensics.diagnose(corpus_ds)
+    assert dict(zip(t["rule"], t["incidents"], strict=True)) == dict(d.group_by("rule").len().iter_rows())
 
 
 def test_stats_command(corpus_ds: forensics.store.OpenDataset) -> None:

@@ -134,7 +134,9 @@ def _fleet(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, specs: list[str]) -> s
            f'<p class="note">{_e(window)}. Shares are counts over the total; MTBF is the window over the count.</p>',
            '<div class="cards">', *(f"<div class=card><strong>{_e(v)}</strong><span>{_e(k)}</span></div>" for k, v in cards), "</div>"]  # fmt: skip
     by_cause = stats(ds, "cause", diagnoses=d)
-    out += ["<h2>Root causes</h2>", _table(by_cause), "<h3>By component</h3>", _table(stats(ds, "component", diagnoses=d))]
+    out += ["<h2>Root causes</h2>", _table(by_cause), "<h3>By component</h3>", _table(stats(ds, "component", diagnoses=d)),
+            "<h3>By chain (the rule that fired), with the median lead time from first precursor to failure</h3>",
+            _table(stats(ds, "rule", diagnoses=d))]
     out += ['<div class="grid2">', _chart("chart-causes", plots.causes_over_time_spec(facts), specs),
             _chart("chart-lead", plots.lead_times_spec(facts), specs), "</div>",
             _chart("chart-heat", plots.failure_heatmap_spec(facts), specs)]  # fmt: skip
