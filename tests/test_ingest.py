@@ -376,3 +376,48 @@ def test_cli_ingest_errors(tmp_path: Path, args: list[str], message: str) -> Non
     args = [a.format(tmp=tmp_path, corpus=CORPUS) for a in args]
     result = CliRunner().invoke(main, args)
     assert result.exit_code != 0 and message in result.output.replace("\n", " ")
+
+
+# -- found by the generator's printed forms -----------------------------------------------------------
+
+
+def test_syslog_without_a_host_keeps_the_kernel_uptime() -> None:
+    line = b"Feb 23 03:28:16 kernel: [68183.615790] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+    ev = pl.from_arrow(forensics.parse_bytes(line, file="kern.log", source="kernel", year=2025).events)
+    assert ev.select("kind", "code", "uptime_s").row(0) == ("gpu.xid", 79, 68183.61579)
+    assert ev["message"][0].startswith("NVRM: Xid")
+
+
+def test_a_launcher_prefixed_torchrun_report_stays_one_report() -> None:
+    """A job log is parsed in chunks cut where no record spans; the indented report lines behind a
+    launcher's prefix once looked like a safe place to cut, splitting the report."""
+    entry = ["[{n}]:", "  time      : 2025-01-02_13:44:02", "  host      : h1", "  rank      : {n} (local_rank: {n})",
+             "  exitcode  : -6 (pid: 4{n})", "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 4{n}"]  # fmt: skip
+    report = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60, "train.py FAILED",
+              "-" * 60, "Failures:", *[line.format(n=n) for n in range(1, 8) for line in entry], "-" * 60,
+              "Root Cause (first observed failure):", *[line.format(n=0) for line in entry], "=" * 60]  # fmt: skip
+    for prefix in ("", "h1: h1: ", "[1,0]<stdout>:", "[0] "):
+        data = "".join(f"{prefix}{line}\n" for line in report).encode()
+        parsed = forensics.parse_bytes(data, file="train.log", source="torch")
+        ev = pl.from_arrow(parsed.events)
+        assert pl.from_arrow(parsed.files)["unparsed"][0] == 0, prefix
+        failed = ev.filter(pl.col("kind") == "job.child_failed")
+        assert failed.height == 8 and failed["detail"].str.contains('"root_cause": ?"?true').sum() == 1, prefix
+
+
+def test_untimed_lines_take_the_time_of_their_twin_and_addresses_are_the_folders_host(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "node2").mkdir()
+    xid = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."
+    (inc / "node1" / "dmesg.log").write_text(f"[  +0.000000] usb 1-1: new device\n[  +4.100000] {xid}\n")  # --reltime
+    (inc / "node1" / "kern.log").write_text(f"Jan 25 10:35:02 node1 kernel: [ 1851.308145] {xid}\n")
+    (inc / "node2" / "dmesg.log").write_text(f"10.0.0.7: kern: warning: [2025-01-25T10:35:02.5Z]: {xid}\n")  # Talos
+    (inc / "incident.toml").write_text('id = "twins"\nyear = 2025\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events).filter(pl.col("kind") == "gpu.xid").sort("file")
+    assert ev.select("file", "host").rows() == [("node1/dmesg.log", "node1"), ("node1/kern.log", "node1"),
+                                               ("node2/dmesg.log", "node2")]  # fmt: skip
+    twin = ev.row(0, named=True)
+    assert twin["ts"] == ev["ts"][1] and '"ts_from":"twin"' in twin["detail"].replace(" ", "")
+    assert set(pl.from_arrow(t.files)["host"]) == {"node1", "node2"}

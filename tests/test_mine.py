@@ -236,13 +236,14 @@ def test_synthetic_incidents_are_diagnosed_from_the_logs(synth_ds: forensics.sto
     assert ff["host"] is not None and ff["host"] >= 0.9
 
 
-def test_mining_ranks_aer_before_xid79(synth_ds: forensics.store.OpenDataset) -> None:
-    pre = forensics.precursors(synth_ds.events, "gpu.xid", 79, by="host").collect()
+def test_mining_ranks_aer_before_the_gpu_falls_off(synth_ds: forensics.store.OpenDataset) -> None:
+    # gpu.off_bus, not Xid 79: the 570 driver's wording says it without an Xid line
+    pre = forensics.precursors(synth_ds.events, "gpu.off_bus", by="host").collect()
     aer = pre.filter(pl.col("item") == "pcie.aer").row(0, named=True)
     assert aer["lift"] > 1 and aer["support"] >= 2
     assert 0 < aer["lead_p10_s"] <= aer["lead_median_s"] <= aer["lead_p90_s"] <= 30 * 60
-    seq = forensics.sequences(synth_ds.events, "gpu.xid", 79).collect()
-    assert "pcie.aer → gpu.xid:79" in seq["sequence"].to_list()
+    seq = forensics.sequences(synth_ds.events, "gpu.off_bus").collect()
+    assert "pcie.aer → gpu.off_bus" in seq["sequence"].to_list()
 
 
 # -- the commands ----------------------------------------------------------------------------------------
@@ -309,17 +310,17 @@ def test_timeline_puts_every_source_on_one_clock(synth_ds: forensics.store.OpenD
     assert timed["ts"].is_sorted()
     assert {"kernel", "torch"} <= set(rows["source"])
     assert set(rows["mark"].drop_nulls()) >= {"failure", "precursor"}
-    code, out = _run("timeline", str(synth_ds.root), "--incident", d["incident"], "--kinds", "gpu.xid")
+    code, out = _run("timeline", str(synth_ds.root), "--incident", d["incident"], "--kinds", "gpu.off_bus")
     assert code == 0 and out.splitlines()[0].split() == ["TIME", "(UTC)", "HOST", "SOURCE", "KIND", "WHERE", "MESSAGE"]
-    assert all(" gpu.xid " in line for line in out.splitlines()[1:])
+    assert all(" gpu.off_bus " in line for line in out.splitlines()[1:])
     assert _run("timeline", str(synth_ds.root))[1].startswith("Error: ")
 
 
 def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
-    code, out = _run("mine", str(synth_ds.root), "--target", "gpu.xid:79")
+    code, out = _run("mine", str(synth_ds.root), "--target", "gpu.off_bus")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("gpu.xid:79: precursors within 30 min on the same host (")
+    assert lines[0].startswith("gpu.off_bus: precursors within 30 min on the same host (")
     assert lines[1].split()[:4] == ["PRECURSOR", "SUPPORT", "CONFIDENCE", "LIFT"]
     assert any(line.startswith("pcie.aer ") for line in lines[2:5])
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (

@@ -97,7 +97,7 @@ def test_the_planted_lemons_of_a_synthetic_fleet_and_no_others(tmp_path) -> None
     from forensics.pci import canonical_bdf
     from forensics.synth import synth
 
-    made = synth(tmp_path / "fleet", 150, seed=11, hosts_per_incident=(1, 1),
+    made = synth(tmp_path / "fleet", 150, seed=26, hosts_per_incident=(1, 1),
                  causes=["pcie_link", "gpu_hardware", "gpu_memory", "nvlink", "code_bug"])  # fmt: skip
     forensics.ingest([tmp_path / "fleet"], tmp_path / "fleet.ds", jobs=2)
     found = forensics.repeat_offenders(forensics.open_dataset(tmp_path / "fleet.ds"))

@@ -5,7 +5,8 @@ All of it is Polars over the incident's rows; nothing here reads files.
 *Hosts* — a file's host is the one its own rows name most often (journal and syslog host fields, NCCL
 ``host:pid:tid`` prefixes, torchrun reports); else the host its container names (a bug report's
 ``uname:`` line, a sosreport's ``hostname``); else the first folder below the incident root (an
-archive's name without its endings). Rows that name no host get their file's.
+archive's name without its endings). Rows that name no host get their file's. A file whose rows name
+only an IPv4 address (Talos' ``dmesg``, a pdsh prefix) in a host's folder is that folder's host.
 
 *Clocks* — ``detail.ts_from`` says how each ``ts`` was obtained:
 
@@ -69,7 +70,7 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
         events.filter(pl.col("host").is_not_null())
         .group_by("file", "host").agg(n=pl.len())
         .sort(["file", "n", "host"], descending=[False, True, False])
-        .group_by("file", maintain_order=True).agg(content=pl.col("host").first())
+        .group_by("file", maintain_order=True).agg(content=pl.col("host").first(), _hosts=pl.len())
     )  # fmt: skip
     containers = pl.DataFrame(
         {"container": list(container_hosts), "from_container": list(container_hosts.values())},
@@ -81,17 +82,33 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
         files.join(from_rows, on="file", how="left")
         .join(containers, on="container", how="left")
         .with_columns(folder=first_dir.map_elements(strip_archive, return_dtype=pl.String))
+        # A file whose rows name one host by its IPv4 address (Talos' dmesg, a pdsh prefix) in a host's
+        # folder is that host's: the address is an alias of the folder's name.
+        .with_columns(content=pl.when(_only_address("content") & pl.col("folder").is_not_null()).then(None)
+                      .otherwise(pl.col("content")))
         .with_columns(host=short_host(pl.coalesce("content", "from_container", "folder")))
-        .drop("content", "from_container", "folder")
+        .drop("content", "from_container", "folder", "_hosts")
     )
     return out
+
+
+_IPV4 = r"^\d{1,3}(?:\.\d{1,3}){3}$"
+
+
+def _only_address(column: str) -> pl.Expr:
+    return pl.col(column).str.contains(_IPV4) & (pl.col("_hosts") == 1)
 
 
 def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
     """Rows that name no host get their file's."""
     hosts = files.select("file", file_host="host")
-    return events.join(hosts, on="file", how="left", maintain_order="left").with_columns(
-        host=pl.coalesce("host", "file_host")
+    out = events.join(hosts, on="file", how="left", maintain_order="left")
+    # The address alias decided by file_hosts: a file's one host, an IPv4 address, under a named folder.
+    named = pl.col("host").n_unique().over("file") - pl.col("host").is_null().any().over("file").cast(pl.UInt32)
+    alias = (pl.col("host").str.contains(_IPV4) & (named == 1)
+             & pl.col("file_host").is_not_null() & (pl.col("file_host") != pl.col("host")))  # fmt: skip
+    return out.with_columns(
+        host=pl.when(alias).then(pl.col("file_host")).otherwise(pl.coalesce("host", "file_host"))
     ).drop("file_host")
 
 
@@ -240,6 +257,31 @@ def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
         detail=set_detail("aligned_by", pl.col("_by"), when=hit)
     )
     return out.drop("_row", "_boot", "_key", "_us", "_start", "_by", "_hit")
+
+
+def twin_times(events: pl.DataFrame) -> pl.DataFrame:
+    """A row still without a time takes the time of its twin: the same message, printed once on the
+    same host in another file that has the time (``dmesg --reltime`` next to kern.log, a trimmed
+    excerpt next to the journal). ``ts_from`` says ``twin`` and ``aligned_by`` names the file.
+
+    Only unambiguous pairs: the message occurs once among the host's timed rows and once among the
+    untimed rows of its file."""
+    if events.height == 0 or events["ts"].null_count() in (0, events.height):
+        return events
+    key = pl.col("message").str.slice(0, 300)
+    ev = events.with_columns(_key=key)
+    untimed = ev.filter(pl.col("ts").is_null() & pl.col("host").is_not_null() & (pl.col("source") == "kernel"))
+    untimed = untimed.filter(pl.len().over("host", "file", "_key") == 1).select("host", "file", "line", "_key")
+    timed = ev.filter(pl.col("ts").is_not_null() & (pl.col("source").is_in(["kernel", "journal"])))
+    timed = timed.filter(pl.len().over("host", "_key") == 1).select("host", "_key", _ts="ts", _by="file")
+    pairs = untimed.join(timed, on=["host", "_key"]).filter(pl.col("file") != pl.col("_by")).drop("_key")
+    if pairs.height == 0:
+        return events
+    out = events.join(pairs, on=["host", "file", "line"], how="left", maintain_order="left")
+    hit = pl.col("ts").is_null() & pl.col("_ts").is_not_null()
+    out = out.with_columns(detail=set_detail("ts_from", pl.lit("twin"), when=hit)).with_columns(
+        detail=set_detail("aligned_by", pl.col("_by"), when=hit), ts=pl.coalesce("ts", "_ts"))
+    return out.drop("_ts", "_by")
 
 
 def report_date(text: str | None) -> datetime | None:

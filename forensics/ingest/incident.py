@@ -141,6 +141,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = align.date_yearless(ev, year=_int(config.get("year")), timezone=timezone,
                              report_date=align.report_date(report_text), mtimes=mtimes)  # fmt: skip
     ev = align.align_uptime(ev)
+    ev = align.twin_times(ev)
     ids = align.identities(incident_id, ev, gp, facts)
     ev = align.fill_identities(ev, ids)
     ev = ev.with_columns(incident=pl.lit(incident_id))

@@ -52,7 +52,8 @@ ENVELOPE = (
     rf"|(?P<sys>{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?))?"
     r"(?:\[ *(?P<caller>[TC]\d+)\])?"
     r" ?"
-    r"(?P<kpfx>kernel(?:\[\d+\])?: )?"
+    # "Feb 23 03:28:16 kernel: [68183.615790] msg": a syslog line without a host keeps the uptime too.
+    r"(?:(?P<kpfx>kernel(?:\[\d+\])?: )(?:\[ *(?P<kpup>\d+\.\d+)\] ?)?)?"
     r")"
 )
 
@@ -130,7 +131,8 @@ def _envelope_columns() -> dict[str, pl.Expr]:
         host=pl.coalesce("h5", "tip"),
         ident=pl.coalesce(pl.col("a5").replace("-", None), pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))),
         ipid=pl.col("pid5").cast(pl.Int64, strict=False),
-        uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6),
+        uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
+                             pl.col("kpup").cast(pl.Float64, strict=False)),
         delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
         stamp=pl.coalesce("ts5", "tts", "iso", full_iso, "unix", "ctime", "sys", "human"),
         stamp_kind=stamp_kind,

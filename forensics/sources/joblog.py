@@ -1105,6 +1105,18 @@ _MARKER = re.compile(
 )
 
 
+#: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):
+#: the anchored markers (an indented line, an empty one) are tested after it too.
+_LEAD = re.compile(rb"^(?:\[\d+,\d+\]<\w+>: ?|\[\d+\] |[\w.-]+: (?:[\w.-]+: )?|\[(?:rank|default)\d+\]: ?|\([^)]*pid=\d+[^)]*\) )+")
+
+
+def _marked(line: bytes) -> bool:
+    if _MARKER.search(line):
+        return True
+    lead = _LEAD.match(line)
+    return bool(lead and _MARKER.search(line[lead.end():]))
+
+
 def _cut(buf: bytes) -> int | None:
     """Where to end a chunk of ``buf``: after a line with ``WINDOW + 1`` lines before it that no block
     can start, continue or end on (so no record spans the cut). None when there is none."""
@@ -1115,7 +1127,7 @@ def _cut(buf: bytes) -> int | None:
     starts = [0, *(e + 1 for e in ends)]
     for k in range(len(ends) - 1, -1, -1):
         line = buf[tail_start + starts[k]: tail_start + ends[k]]
-        clean = clean + 1 if not _MARKER.search(line) else 0
+        clean = clean + 1 if not _marked(line) else 0
         if clean >= WINDOW + 2:
             return tail_start + ends[k + WINDOW + 1] + 1 if k + WINDOW + 1 < len(ends) else len(buf)
     return None

@@ -36,6 +36,7 @@ from .causes import SCENARIOS, WEIGHTS, Ctx
 from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
 from .job import nccl_init, torchrun_report, train_steps
 from .logs import Gpu, HostLog, ctime
+from .styles import Style
 
 __all__ = ["CAUSES", "LEMON_KINDS", "SynthReport", "synth", "tar_bytes"]
 
@@ -153,7 +154,7 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
                 for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
         # NTP keeps clocks within a second or so; now and then a host's has drifted by minutes.
         skew = rng.uniform(90, 300) * rng.choice([-1, 1]) if rng.random() < BAD_CLOCK_SHARE else rng.gauss(0, 0.6)
-        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz)
+        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng))
         log.boot_messages(rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))
         log.noise(started, fail, misleading=host != fail_host)
         logs.append(log)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .fleet import NIC_BUSES, bdf, port_of
+from .fleet import DEVICE_ID, NIC_BUSES, bdf, port_of
 from .job import traceback, watchdog_timeout
 from .logs import Gpu, HostLog, aer_record, xid_line
 
@@ -49,8 +49,15 @@ class Ctx:
 
 
 def _off_bus(c: Ctx) -> None:
-    c.log.k(c.fail, xid_line(c.g.bus, 79, None, "GPU has fallen off the bus."),
-            f"NVRM: GPU {bdf(c.g.bus)}: GPU has fallen off the bus.")  # fmt: skip
+    form = c.rng.choice(["quoted", "plain", "no-xid"])  # the driver generations' wordings
+    if form == "no-xid":  # 570.x: no Xid line, a three-line message whose continuations have no stamp
+        c.log.k(c.fail, f"NVRM: The NVIDIA GPU {bdf(c.g.bus)}\nNVRM: (PCI ID: {DEVICE_ID}) installed in this system has\n"
+                        "NVRM: fallen off the bus and is not responding to commands.")  # fmt: skip
+    else:
+        xid = xid_line(c.g.bus, 79, None, "GPU has fallen off the bus.")
+        if form == "plain":
+            xid = f"NVRM: Xid (PCI:0000:{c.g.bus}:00): 79, GPU has fallen off the bus."
+        c.log.k(c.fail, xid, f"NVRM: GPU {bdf(c.g.bus)}: GPU has fallen off the bus.")
     c.g.lost = True
     traceback(c.log, c.g, c.s(3), "RuntimeError: CUDA error: unspecified launch failure")
     c.die(c.log, c.g, -6)
@@ -60,8 +67,8 @@ def _off_bus(c: Ctx) -> None:
 def pcie_link(c: Ctx) -> None:
     bus = c.g.bus
     for n in range(c.rng.randrange(0, 6)):  # a corrected burst often comes first, not always
-        c.log.k(c.s(-600 + n * 40 + c.rng.random()), *aer_record(bus, "corrected", c.rng))
-    c.log.k(c.s(-1.5), *aer_record(bus, "fatal", c.rng))
+        c.log.k(c.s(-600 + n * 40 + c.rng.random()), *aer_record(bus, "corrected", c.rng, c.log.style.aer))
+    c.log.k(c.s(-1.5), *aer_record(bus, "fatal", c.rng, c.log.style.aer))
     c.log.k(c.s(-1.2), f"pcieport {port_of(bus)}: AER: device recovery failed")
     _off_bus(c)
 
@@ -72,9 +79,13 @@ def gpu_hardware(c: Ctx) -> None:
         _off_bus(c)
         return
     if kind == "gsp":
+        new = c.rng.random() < 0.5  # 535 wording, or 550+ (45 s, a sequence number)
         for n in range(2):
-            c.log.k(c.s(n * 6), xid_line(c.g.bus, 119, c.g.pid, f"Timeout after 6s of waiting for RPC response from "
-                                         f"GPU{c.g.minor} GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4)."))  # fmt: skip
+            text = (f"Timeout after 45s of waiting for RPC response from GPU{c.g.minor} GSP! Expected function 76 "
+                    f"(GSP_RM_CONTROL) sequence {24174 + n} (0x20801322 0x808)." if new else
+                    f"Timeout after 6s of waiting for RPC response from GPU{c.g.minor} GSP! Expected function 76 "
+                    "(GSP_RM_CONTROL) (0x20800a4c 0x4).")  # fmt: skip
+            c.log.k(c.s(n * (45 if new else 6)), xid_line(c.g.bus, 119, c.g.pid, text))
     else:
         c.log.k(c.fail, xid_line(c.g.bus, 62, c.g.pid, "Internal micro-controller halt (newer drivers)"))
     c.others_time_out(lagging=c.g)
@@ -122,10 +133,19 @@ def network(c: Ctx) -> None:
     nic = NIC_BUSES[local]
     c.log.k(c.s(-4), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link down")
     c.log.k(c.s(25), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link up")
-    peer = f"10.0.{c.rng.randrange(1, 250)}.{c.rng.randrange(1, 250)}<{c.rng.randrange(32768, 61000)}>"
-    c.log.j(c.fail, f"{c.log.host}:{c.g.pid}:{c.g.pid + 90} [{local}] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
-                    f"completion from peer {peer} with error 12, opcode 0, len 0, vendor err 129 (Recv) "
-                    f"localGid ::ffff:10.0.0.{local + 1} remoteGid ::ffff:10.0.0.99 hca mlx5_{local}")  # fmt: skip
+    ip, port = f"10.0.{c.rng.randrange(1, 250)}.{c.rng.randrange(1, 250)}", c.rng.randrange(32768, 61000)
+    pre = f"{c.log.host}:{c.g.pid}:{c.g.pid + 90} [{local}]"
+    wc = {  # the completion error in the NCCL generation's wording
+        "old": "NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129",
+        "peer": f"NET/IB : Got completion from peer {ip}<{port}> with error 12, opcode 0, len 0, vendor err 129 (Recv) "
+                f"localGid ::ffff:10.0.0.{local + 1} remoteGid ::ffff:10.0.0.99 hca mlx5_{local}",
+        "status": f"NET/IB : Got completion from peer {ip}<{port}> with status=12 opcode=0 len=0 vendor err 129 (Recv) "
+                  f"localGid fd00::{local + 1} remoteGidsfd00::99",
+        "ibp": f"NET/IBP : Got completion from peer {ip}<{port}> with error 12, opcode 0, len 0, vendor err 129",
+    }[c.log.style.ib]  # fmt: skip
+    c.log.j(c.fail, "", f"{pre} transport/net_ib.cc:1696 NCCL WARN {wc}",
+            f"{pre} NCCL INFO transport/net.cc:1302 -> 6", f"{pre} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
+            rank=c.g.rank)  # fmt: skip
     c.others_time_out()
 
 
@@ -144,7 +164,7 @@ def code_bug(c: Ctx) -> None:
     if c.rng.random() < 0.5:
         c.log.j(c.fail, *(f"[rank{c.g.rank}]: ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_"
                           f"kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
-                          for t in range(3)))  # fmt: skip
+                          for t in range(3)), rank=c.g.rank)  # fmt: skip
         traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
     else:
         traceback(c.log, c.g, c.fail, c.rng.choice([

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .fleet import DEVICE_ID, GPU_BUSES, NIC_BUSES, PRODUCT, Card, bdf, port_of
+from .styles import LOCAL_MONTHS, Style, launcher_prefix
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -29,22 +30,40 @@ def xid_line(bus: str, code: int, pid: int | None, text: str) -> str:
     return f"NVRM: Xid (PCI:0000:{bus}:00): {code}, {who}, {text}"
 
 
-def aer_record(bus: str, severity: str, rng: random.Random) -> list[str]:
-    """The four to five lines of one AER event: the port's summary, then the endpoint's details."""
-    dev = f"nvidia {bdf(bus)}"
+#: AER bit names by generation: the old long names (kernels before 4.x) and today's short ones.
+_CORRECTED = [(0, "00000001", "Physical Layer", "RxErr", "Receiver Error"), (6, "00000040", "Data Link Layer", "BadTLP", "Bad TLP"),
+              (7, "00000080", "Data Link Layer", "BadDLLP", "Bad DLLP"), (12, "00001000", "Data Link Layer", "Timeout", "Replay Timer Timeout")]  # fmt: skip
+_FATAL = [(14, "00004000", "CmpltTO", "Completion Timeout"), (5, "00000020", "SurpDn", "Surprise Down Error"),
+          (18, "00040000", "MalfTLP", "Malformed TLP")]  # fmt: skip
+
+
+def aer_record(bus: str, severity: str, rng: random.Random, form: str = "mid") -> list[str]:
+    """The four to five lines of one AER event: the port's summary, then the endpoint's details, in
+    the kernel generation's wording: ``old`` (``id=00e5``, long bit names), ``mid`` (``error
+    received: <bdf>``) or ``new`` (``error message received from``, an ``AER:`` tag on every line,
+    ``severity=Correctable``)."""
+    dev, port = f"nvidia {bdf(bus)}", f"pcieport {port_of(bus)}"
+    rid = f"{int(bus, 16) << 8:04x}"
     if severity == "corrected":
-        bit, status, layer = rng.choice([(0, "00000001", "Physical Layer"), (6, "00000040", "Data Link Layer"),
-                                         (7, "00000080", "Data Link Layer"), (12, "00001000", "Data Link Layer")])  # fmt: skip
-        name = {0: "RxErr", 6: "BadTLP", 7: "BadDLLP", 12: "Timeout"}[bit]
-        return [f"pcieport {port_of(bus)}: AER: Corrected error received: {bdf(bus)}",
-                f"{dev}: PCIe Bus Error: severity=Corrected, type={layer}, (Receiver ID)",
-                f"{dev}:   device [{DEVICE_ID}] error status/mask={status}/0000e000",
-                f"{dev}:    [{bit:2d}] {name:<22} (First)"]  # fmt: skip
-    bit, status, name = rng.choice([(14, "00004000", "CmpltTO"), (5, "00000020", "SurpDn"), (18, "00040000", "MalfTLP")])
-    return [f"pcieport {port_of(bus)}: AER: Uncorrected (Fatal) error received: {bdf(bus)}",
-            f"{dev}: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)",
-            f"{dev}:   device [{DEVICE_ID}] error status/mask={status}/00000000",
-            f"{dev}:    [{bit:2d}] {name:<22} (First)"]  # fmt: skip
+        bit, status, layer, name, long_name = rng.choice(_CORRECTED)
+        mask, who = "0000e000", "Receiver ID"
+        head = {"old": f"{port}: AER: Corrected error received: id={rid}",
+                "mid": f"{port}: AER: Corrected error received: {bdf(bus)}",
+                "new": f"{port}: AER: Correctable error message received from {bdf(bus)}"}[form]  # fmt: skip
+        sev = "Correctable" if form == "new" else "Corrected"
+    else:
+        bit, status, name, long_name = rng.choice(_FATAL)
+        layer, mask, who = "Transaction Layer", "00000000", "Requester ID"
+        head = {"old": f"{port}: AER: Uncorrected (Fatal) error received: id={rid}",
+                "mid": f"{port}: AER: Uncorrected (Fatal) error received: {bdf(bus)}",
+                "new": f"{port}: AER: Uncorrected (Fatal) error message received from {bdf(bus)}"}[form]  # fmt: skip
+        sev = "Uncorrected (Fatal)"
+    tag = f"{dev}: AER:" if form == "new" else f"{dev}:"
+    where = f"id={rid}({who})" if form == "old" else f"({who})"
+    shown = long_name if form == "old" else name
+    return [head, f"{tag} PCIe Bus Error: severity={sev}, type={layer}, {where}",
+            f"{tag}   device [{DEVICE_ID}] error status/mask={status}/{mask}",
+            f"{tag}    [{bit:2d}] {shown:<22} (First)"]  # fmt: skip
 
 
 @dataclass(eq=False)  # one GPU is one object: compared by identity
@@ -72,8 +91,9 @@ class HostLog:
     rng: random.Random
     skew_s: float = 0.0  # this host's clock error: every wall-clock stamp it prints is off by it
     tz: str = "UTC"  # the zone its wall clock prints in
+    style: Style = field(default_factory=Style)  # how it prints
     kernel: list[tuple[float, str]] = field(default_factory=list)
-    job: list[tuple[datetime, str]] = field(default_factory=list)
+    job: list[tuple[datetime, int | None, str]] = field(default_factory=list)
     services: list[tuple[datetime, str]] = field(default_factory=list)
 
     # -- building -------------------------------------------------------------------------------
@@ -90,8 +110,9 @@ class HostLog:
         up = self.uptime(at)
         self.kernel.extend((up, m) for m in messages)
 
-    def j(self, at: datetime, *lines: str) -> None:
-        self.job.extend((at, line) for line in lines)
+    def j(self, at: datetime, *lines: str, rank: int | None = None) -> None:
+        """Job-output lines at ``at``, printed by ``rank`` (None: the launcher or agent)."""
+        self.job.extend((at, rank, line) for line in lines)
 
     def gpu(self, bus: str) -> Gpu:
         return next(g for g in self.gpus if g.bus == bus)
@@ -137,7 +158,7 @@ class HostLog:
             bus = self.rng.choice(self.gpus).bus
             at = start + timedelta(seconds=self.rng.random() * span)
             for n in range(self.rng.randrange(2, 6)):
-                self.k(at + timedelta(seconds=n * 0.2), *aer_record(bus, "corrected", self.rng))
+                self.k(at + timedelta(seconds=n * 0.2), *aer_record(bus, "corrected", self.rng, self.style.aer))
         if misleading and self.rng.random() < 0.25:
             g = self.rng.choice(self.gpus)
             at = start - timedelta(hours=self.rng.randrange(2, 48))
@@ -147,32 +168,93 @@ class HostLog:
 
     # -- printing -------------------------------------------------------------------------------
 
+    def _kernel_sorted(self, *, split: bool = False) -> list[tuple[float, str]]:
+        """The kernel messages in time order; ``split``: a continued message as one line each (syslog
+        and the journal store every line as a record of its own)."""
+        rows = sorted(self.kernel, key=lambda x: x[0])
+        return [(up, line) for up, m in rows for line in m.split("\n")] if split else rows
+
     def dmesg(self) -> str:
-        return "".join(f"[{up:12.6f}] {m}\n" for up, m in sorted(self.kernel, key=lambda x: x[0]))
+        """The kernel ring buffer as ``dmesg`` prints it, in this host's form (:data:`styles.DMESG`)."""
+        form, out, last = self.style.dmesg, [], 0.0
+        for up, m in self._kernel_sorted():
+            at = self.wall(self.boot + timedelta(seconds=up))
+            if form == "ctime":  # dmesg -T: the day space-padded
+                out.append(f"[{DAYS[at.weekday()]} {MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {at.year}] {m}\n")
+            elif form == "reltime":  # the delta to the line before: no absolute time at all
+                out.append(f"[{'+' + format(up - last, '.6f'):>12}] {m}\n")
+            elif form in ("iso-x", "iso"):  # --time-format iso: comma before the microseconds
+                stamp = f"{at:%Y-%m-%dT%H:%M:%S},{at.microsecond:06d}{at:%z}"
+                stamp = stamp[:-2] + ":" + stamp[-2:]
+                level = "err" if ("Xid" in m or "error" in m.lower() or "failed" in m) else "info"
+                out.append((f"kern  :{level:<6}: " if form == "iso-x" else "") + f"{stamp} {m}\n")
+            elif form == "caller":  # CONFIG_PRINTK_CALLER
+                out.append(f"[{up:12.6f}][{'T' + str(1 + int(up * 7) % 900):>6}] {m}\n")
+            elif form == "talos":  # talosctl dmesg: node address, facility, level, RFC 3339 with nanoseconds
+                ns = f"{at.microsecond:06d}{int(up * 1e9) % 1000:03d}".rstrip("0") or "0"
+                level = "warning" if "Xid" in m or "error" in m.lower() else "info"
+                out.append(f"10.20.{sum(map(ord, self.host)) % 250}.{len(self.host)}: kern: {level}: "
+                           f"[{at.astimezone(ZoneInfo('UTC')):%Y-%m-%dT%H:%M:%S}.{ns}Z]: {m}\n")  # fmt: skip
+            else:
+                out.append(f"[{up:12.6f}] {m}\n")
+            if "\n" in m:  # a continued message: its lines carry no stamp, indented under the text
+                head, _, rest = out[-1][:-1].partition("\n")
+                indent = " " * (len(head) - len(m.split("\n", 1)[0]))
+                out[-1] = head + "".join(f"\n{indent}{line}" for line in rest.split("\n")) + "\n"
+            last = up
+        return "".join(out)
 
     def kern_log(self) -> str:
+        """kern.log: year-less syslog stamps with the kernel's uptime inside; some hosts' rsyslog
+        templates leave out the host name, or pad before ``kernel:``."""
         lines = []
-        for up, m in sorted(self.kernel, key=lambda x: x[0]):
+        for up, m in self._kernel_sorted(split=True):
             at = self.wall(self.boot + timedelta(seconds=up))
-            lines.append(f"{MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {self.host} kernel: [{up:12.6f}] {m}\n")
+            who = {"host": f" {self.host} ", "nohost": " ", "doublespace": "  "}[self.style.syslog]
+            lines.append(f"{MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S}{who}kernel: [{up:12.6f}] {m}\n")
         return "".join(lines)
 
     def journal(self) -> str:
-        rows = [(self.boot + timedelta(seconds=up), f"kernel: {m}") for up, m in self.kernel] + self.services
-        return "".join(f"{self.wall(at):%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n" for at, m in sorted(rows, key=lambda x: x[0]))
+        """``journalctl`` text in this host's mode (:data:`styles.JOURNAL`), with its boot marker."""
+        rows = [(self.boot + timedelta(seconds=up), f"kernel: {m}") for up, m in self._kernel_sorted(split=True)] + self.services
+        form = self.style.journal
+        boot_id = f"{self.rng.getrandbits(128):032x}"
+        out = [f"-- Boot {boot_id} --\n"] if form in ("short", "short-monotonic", "short-precise") else []
+        if form == "short-iso" and self.rng.random() < 0.5:
+            first = self.wall(min(at for at, _ in rows)) if rows else self.wall(self.boot)
+            out.append(f"-- Logs begin at {DAYS[first.weekday()]} {first:%Y-%m-%d %H:%M:%S} {first.tzname()}, "
+                       f"end at {DAYS[first.weekday()]} {first:%Y-%m-%d %H:%M:%S} {first.tzname()}. --\n")  # fmt: skip
+        for at, m in sorted(rows, key=lambda x: x[0]):
+            shown = self.wall(at)
+            if form == "short-iso":
+                out.append(f"{shown:%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n")
+            elif form == "short-precise":
+                out.append(f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S}.{shown.microsecond:06d} {self.host} {m}\n")
+            elif form == "short-monotonic":
+                out.append(f"[{(at - self.boot).total_seconds():12.6f}] {self.host} {m}\n")
+            elif form == "short-localized":  # LANG of the shell that ran journalctl; no host name
+                out.append(f"{LOCAL_MONTHS[self.style.locale][shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {m}\n")
+            else:
+                out.append(f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {self.host} {m}\n")
+        return "".join(out)
 
     def job_log(self) -> str:
-        return "".join(f"{line}\n" for _, line in sorted(self.job, key=lambda x: x[0]))
+        """The job's output on this host: each line behind its launcher's prefix."""
+        return "".join(f"{launcher_prefix(self.style, self.host, rank)}{line}\n"
+                       for _, rank, line in sorted(self.job, key=lambda x: x[0]))  # fmt: skip
 
     def nvidia_smi(self, at: datetime) -> str:
         present = [g for g in self.gpus if not g.lost]
         at = self.wall(at)
-        out = ["==============NVSMI LOG==============", "", f"Timestamp                                 : {ctime(at)}",
-               "Driver Version                            : 550.90.07", "CUDA Version                              : 12.4", "",
-               f"Attached GPUs                             : {len(present)}"]  # fmt: skip
+        column = self.style.smi_column  # where the colon sits: 32 (304.x), 36 (325-418), 42 (450+)
+
+        def kv(name: str, value: object, indent: int = 4) -> str:
+            return f"{' ' * indent}{name:<{column - indent}}: {value}"
+
+        out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0),
+               kv("Driver Version", "550.90.07", 0), kv("CUDA Version", "12.4", 0), "",
+               kv("Attached GPUs", len(present), 0)]  # fmt: skip
         for g in present:
-            def kv(name: str, value: object, indent: int = 4) -> str:
-                return f"{' ' * indent}{name:<{42 - indent}}: {value}"
 
             out += [
                 f"GPU 00000000:{g.bus.upper()}:00.0",
