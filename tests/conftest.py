@@ -19,3 +19,8 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 def golden_cases(source: str) -> list[Path]:
     """The inputs of ``tests/golden/<source>/`` (every file that is not an expected ``.jsonl``)."""
     return sorted(p for p in (GOLDEN / source).iterdir() if p.suffix != ".jsonl" and p.is_file())
+
+
+#: The bundled real incidents (``corpus/`` without its generated set ``corpus/synthetic/``): the tests
+#: that count rows of the real samples read these.
+REAL_CORPUS = sorted(p for p in (Path(__file__).parents[1] / "corpus").iterdir() if p.is_dir() and p.name != "synthetic")

@@ -22,6 +22,8 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 
+from .conftest import REAL_CORPUS
+
 SAMPLES = Path(__file__).parents[2] / "shared" / "samples"
 CORPUS = Path(__file__).parents[1] / "corpus"
 DMESG = (
@@ -273,9 +275,9 @@ def test_dask_engine_gives_the_same_dataset(mixed: Path, tmp_path: Path) -> None
 
 def test_kill_9_during_ingest_then_rerun(tmp_path: Path) -> None:
     """A real SIGKILL of the CLI in the middle of a run; the rerun completes the same dataset."""
-    root = CORPUS  # 15 incidents
+    roots = REAL_CORPUS  # 15 incidents
     ds = tmp_path / "ds"
-    run = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", str(root), "-o", str(ds), "-j", "1", "-q"],
+    run = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", *map(str, roots), "-o", str(ds), "-j", "1", "-q"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 120
     while run.poll() is None and time.monotonic() < deadline:
@@ -287,9 +289,9 @@ def test_kill_9_during_ingest_then_rerun(tmp_path: Path) -> None:
     committed = len(list((ds / "incidents").glob("*.parquet")))
     assert 3 <= committed < 15
     forensics.open_dataset(ds).events.collect()  # readable as it was left
-    rerun = forensics.ingest([root], ds, jobs=1)
+    rerun = forensics.ingest(roots, ds, jobs=1)
     assert rerun.count("unchanged") == committed and rerun.count("added") == 15 - committed
-    forensics.ingest([root], tmp_path / "clean", jobs=1)
+    forensics.ingest(roots, tmp_path / "clean", jobs=1)
     assert_same_dataset(ds, tmp_path / "clean")
     assert sorted(p.name for p in (ds / "events").iterdir()) == sorted(p.name for p in (tmp_path / "clean" / "events").iterdir())
 
@@ -350,7 +352,7 @@ def test_hostile_archives(tmp_path: Path) -> None:
 
 
 def test_cli_ingest_corpus(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["ingest", str(CORPUS), "-o", str(tmp_path / "ds"), "--quiet"])
+    result = CliRunner().invoke(main, ["ingest", *map(str, REAL_CORPUS), "-o", str(tmp_path / "ds"), "--quiet"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == f"{tmp_path / 'ds'}: 15 added, 0 replaced, 0 unchanged, 0 failed"

@@ -19,6 +19,8 @@ from forensics.mine import engine
 from forensics.mine.language import RuleError, load_library, parse_rules
 from forensics.schema import EVENTS
 
+from .conftest import REAL_CORPUS
+
 ROOT = Path(__file__).parents[1]
 CORPUS = ROOT / "corpus"
 SAMPLES = ROOT.parent / "shared" / "samples"
@@ -66,7 +68,7 @@ def test_every_real_chain_with_a_known_cause_is_diagnosed(name: str, tmp_path: P
 @pytest.fixture(scope="module")
 def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
     out = tmp_path_factory.mktemp("corpus") / "ds"
-    forensics.ingest([CORPUS], out, jobs=1)
+    forensics.ingest(REAL_CORPUS, out, jobs=1)
     return forensics.open_dataset(out)
 
 

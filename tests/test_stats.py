@@ -13,13 +13,15 @@ import forensics
 from forensics.cli import main
 from forensics.stats import incident_facts, summary
 
+from .conftest import REAL_CORPUS
+
 CORPUS = Path(__file__).parents[1] / "corpus"
 
 
 @pytest.fixture(scope="module")
 def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
     out = tmp_path_factory.mktemp("corpus") / "ds"
-    forensics.ingest([CORPUS], out, jobs=1)
+    forensics.ingest(REAL_CORPUS, out, jobs=1)
     return forensics.open_dataset(out)
 
 

@@ -40,4 +40,6 @@ def sniff(head: str) -> tuple[str | None, float]:
         score = module.sniff(head)
         if score > best[1]:
             best = (name, score)
+            if score >= 1.0:  # certain: a later source could only tie, and ties go to the first
+                break
     return best

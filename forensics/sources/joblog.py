@@ -27,7 +27,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -1213,10 +1213,17 @@ _SNIFF = {
 @cache
 def sniff_scores(head: str) -> dict[str, float]:
     """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
-    trainer (step lines and trainer messages), after launcher and logger prefixes."""
+    trainer (step lines and trainer messages), after launcher and logger prefixes.
+
+    The three job-output sources sniff the same head one after the other: it is scored once."""
+    return dict(_scores(head))
+
+
+@lru_cache(maxsize=4)
+def _scores(head: str) -> tuple[tuple[str, float], ...]:
     lines = head.splitlines()[:400]
     if not lines:
-        return {"nccl": 0.0, "torch": 0.0, "trainlog": 0.0}
+        return (("nccl", 0.0), ("torch", 0.0), ("trainlog", 0.0))
     df = prefix.peel(prefix.lines_frame(pl.Series(lines, dtype=pl.String)))
     msg = pl.col("msg")
     trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg).is_not_null()
@@ -1225,4 +1232,4 @@ def sniff_scores(head: str) -> dict[str, float]:
         torch=msg.str.contains(_SNIFF["torch"]).mean(),
         trainlog=trainer.mean(),
     ).row(0, named=True)
-    return {name: min(1.0, 3.0 * float(share or 0.0)) for name, share in shares.items()}
+    return tuple((name, min(1.0, 3.0 * float(share or 0.0))) for name, share in shares.items())

@@ -22,7 +22,7 @@ c10 / glog                  ``[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607
 vLLM                        ``ERROR 04-15 00:31:11 worker_base.py:574]``                    level, time
 Python logging              ``[2024-01-04 11:43:42,166] INFO:``, ``[…] [INFO] [file.py:3:f]``,  level, time
                             ``2019-04-20 17:25:55,002 name INFO:``, ``ERROR:name:``,
-                            ``10/30 22:18:02 - mmengine - INFO -``, loguru ``… | INFO | m:f:1 -``
+                            ``[2025/]10/30 22:18:02 - mmengine - INFO -``, loguru ``… | INFO | m:f:1 -``
 NCCL                        ``host:pid:tid [cudaDev] `` (with ``[%F %T] `` when stamped)      host, pid
 ==========================  ==============================================================  ===========
 
@@ -72,7 +72,7 @@ LOGGER_FORMS = (
     rf"(?P<brk> *\[(?P<b_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<b_hms>{_HMS})\] (?:(?:(?P<b_name>[A-Za-z_][\w.]*): )?\[(?P<b_lvl>{_LVL})\] (?:\[(?P<b_where>[^\]\s]+)\] ?)?|(?P<b_lvl2>{_LVL}):? ?)?)",
     rf"(?P<loguru>(?P<l_ymd>\d{{4}}-\d\d-\d\d) (?P<l_hms>{_HMS}) \| (?P<l_lvl>{_LVL}) *\| (?P<l_where>\S+) - )",
     rf"(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)",
-    rf"(?P<mm>(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )",
+    rf"(?P<mm>(?:(?P<m_y>\d{{4}})/)?(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )",
     r"(?P<plain>(?P<p_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)",
 )
 LOGGERS = "^(?:" + "|".join(LOGGER_FORMS) + ")"
@@ -165,7 +165,9 @@ def _loggers(state: pl.DataFrame) -> pl.DataFrame:
     c = pl.col
     matched = pl.coalesce("nccl", "c10", "glog", "vllm", "brk", "loguru", "std", "mm", "plain")
     level = pl.coalesce("c_lvl", "g_lvl", "v_lvl", "b_lvl", "b_lvl2", "l_lvl", "s_lvl", "m_lvl", "p_lvl")
-    ymd = pl.coalesce("n_ymd", "b_ymd", "l_ymd", "s_ymd")
+    # mmengine's default datefmt has the year (2025/01/03 13:52:44); some configs leave it out (10/30 22:18:02)
+    mm_ymd = pl.concat_str(c("m_y"), pl.lit("-"), c("m_md").str.replace("/", "-", literal=True))
+    ymd = pl.coalesce("n_ymd", "b_ymd", "l_ymd", "s_ymd", mm_ymd)
     hms = pl.coalesce("n_hms", "c_hms", "g_hms", "v_hms", "b_hms", "l_hms", "s_hms", "m_hms").str.replace(",", ".", literal=True)
     glog_md = pl.coalesce("c_md", "g_md").str.zfill(4)  # glog prints the month unpadded: E321 = 03-21
     md = pl.coalesce(

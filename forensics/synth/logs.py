@@ -248,8 +248,8 @@ class HostLog:
         at = self.wall(at)
         column = self.style.smi_column  # where the colon sits: 32 (304.x), 36 (325-418), 42 (450+)
 
-        def kv(name: str, value: object, indent: int = 4) -> str:
-            return f"{' ' * indent}{name:<{column - indent}}: {value}"
+        def kv(name: str, value: object, indent: int = 4) -> str:  # a name longer than the column keeps a space
+            return f"{' ' * indent}{name:<{max(column - indent, len(name) + 1)}}: {value}"
 
         out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0),
                kv("Driver Version", "550.90.07", 0), kv("CUDA Version", "12.4", 0), "",
