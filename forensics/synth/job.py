@@ -33,6 +33,7 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
     spike at ``spike_at``, non-finite loss from ``nan_from``."""
     loss = 2.4 + rng.random()
     form = log.style.train
+    r = log.gpus[-1].rank  # Megatron prints on the last rank, which lives on this host
     for n, (step, at) in enumerate(steps):
         loss = max(1.2, loss - 0.001 * rng.random())
         shown = loss * (2.5 if step == spike_at else 1.0)
@@ -42,15 +43,15 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
         if form == "hf":  # Hugging Face Trainer's log dict
             v = "nan" if nan else f"{shown:.4f}"
             log.j(at, f"{{'loss': {v}, 'grad_norm': {'nan' if nan else f'{gn:.4f}'}, 'learning_rate': 3e-05, "
-                      f"'epoch': {step / 50000:.2f}}}", rank=0)  # fmt: skip
+                      f"'epoch': {step / 50000:.2f}}}", rank=r)  # fmt: skip
         elif form == "nanogpt":
-            log.j(at, f"iter {step}: loss {'nan' if nan else f'{shown:.4f}'}, time {ms:.2f}ms, mfu {38 + rng.random():.2f}%", rank=0)
+            log.j(at, f"iter {step}: loss {'nan' if nan else f'{shown:.4f}'}, time {ms:.2f}ms, mfu {38 + rng.random():.2f}%", rank=r)
         elif form == "litgpt":
-            log.j(at, f"iter {step * 4} step {step}: loss {'nan' if nan else f'{shown:.4f}'}, iter time: {ms:.2f}ms", rank=0)
+            log.j(at, f"iter {step * 4} step {step}: loss {'nan' if nan else f'{shown:.4f}'}, iter time: {ms:.2f}ms", rank=r)
         elif form == "mmengine":
             log.j(at, f"{log.wall(at):%Y/%m/%d %H:%M:%S} - mmengine - INFO - Epoch(train) [1][{n + 1}/{len(steps) + 50}]  "
                       f"lr: 3.0000e-04  eta: 1:02:03  time: {ms / 1000:.4f}  data_time: 0.0100  memory: 40211  "
-                      f"loss: {'nan' if nan else f'{shown:.4f}'}  grad_norm: {'nan' if nan else f'{gn:.4f}'}", rank=0)  # fmt: skip
+                      f"loss: {'nan' if nan else f'{shown:.4f}'}  grad_norm: {'nan' if nan else f'{gn:.4f}'}", rank=r)  # fmt: skip
         else:
             fields = [f" [{log.wall(at):%Y-%m-%d %H:%M:%S}] iteration {step:8d}/  500000", f"consumed samples: {step * 1024:12d}",
                       f"elapsed time per iteration (ms): {ms:.1f}", "learning rate: 3.000000E-04",
@@ -59,7 +60,7 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
                 fields.append(f"lm loss: {shown:.6E}")
             fields += ["loss scale: 1.0", "grad norm: nan" if nan else f"grad norm: {gn:.3f}",
                        "number of skipped iterations:   0", f"number of nan iterations:   {1 if nan else 0}", ""]  # fmt: skip
-            log.j(at, " | ".join(fields).rstrip(), rank=0)
+            log.j(at, " | ".join(fields).rstrip(), rank=r)
 
 
 def _glog(at: datetime) -> str:
