@@ -1210,12 +1210,12 @@ _SNIFF = {
 }
 
 
-@cache
 def sniff_scores(head: str) -> dict[str, float]:
     """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
     trainer (step lines and trainer messages), after launcher and logger prefixes.
 
-    The three job-output sources sniff the same head one after the other: it is scored once."""
+    The three job-output sources sniff the same head one after the other: it is scored once (a cache
+    of the last few heads; an unbounded one kept every file's head alive in a worker)."""
     return dict(_scores(head))
 
 
