@@ -29,6 +29,14 @@ Ingest, of ``--incidents`` (1,000) small real incidents in five packagings (``be
 
 and the dataset's size on disk against the input's decompressed bytes.
 
+Diagnosis, of ``--diagnose-incidents`` (10,000) incidents copied from ``--diagnose-seeds`` (40)
+synthetic ones of 10-13 hosts (about 18 M events):
+
+* ``read``       the baseline: every event of the dataset read into memory
+* ``index``      the signals index made anew, as ingest ends (:mod:`forensics.mine.signals`)
+* ``diagnose``   ``forensics.diagnose`` of the whole dataset, through the index (target: < 10 s, < 2 GB)
+* ``no index``   the same, every incident read from its own events file
+
 Every figure is the median of several runs; each run is a fresh process (so it includes what a user
 pays: imports, allocation warm-up) and reports its peak RSS. Results: a table on stdout and
 ``bench/results.json``.
@@ -141,7 +149,15 @@ ds = forensics.open_dataset(sys.argv[1])
 t = time.perf_counter()
 if sys.argv[2] == "read":  # the baseline: read every event of the dataset into memory
     rows = ds.events.collect().height
+elif sys.argv[2] == "index":  # what ingest does at its end: the signals index, made anew
+    import shutil
+    from forensics.mine import signals
+    shutil.rmtree(ds.root / signals.FOLDER, ignore_errors=True)
+    rows = signals.refresh(ds.root)["rows"]
 else:
+    if sys.argv[2] == "events":  # as without an index: every incident's events file read
+        from forensics.mine import signals
+        signals.load = lambda ds, library, ids: (None, list(ids))
     rows = forensics.diagnose(ds).height
 elapsed = time.perf_counter() - t
 print(json.dumps({"seconds": elapsed, "rows": rows, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -378,6 +394,10 @@ def ingest_section(args: argparse.Namespace) -> dict:
     }  # fmt: skip
 
 
+#: Hosts per incident of the diagnosis benchmark's synthetic incidents: about 2,000 events per incident.
+HOSTS = (10, 13)
+
+
 def diagnose_section(args: argparse.Namespace) -> dict:
     """Diagnosis of many incidents: synthetic incidents ingested once, their events copied under new
     incident ids up to ``--diagnose-incidents``, then `forensics.diagnose` against reading them all."""
@@ -386,30 +406,36 @@ def diagnose_section(args: argparse.Namespace) -> dict:
     from forensics.synth import synth
 
     seeds, total = args.diagnose_seeds, args.diagnose_incidents
-    src, ds = OUT / f"synth-diag-{seeds}", OUT / f"synth-diag-{seeds}.ds"
+    src, ds = OUT / f"synth-diag-{seeds}-{HOSTS[0]}-{HOSTS[1]}", OUT / f"synth-diag-{seeds}-{HOSTS[0]}-{HOSTS[1]}.ds"
     if not (ds / "dataset.json").is_file():
-        synth(src, seeds, seed=3, hosts_per_incident=(6, 8), lemons=())
+        synth(src, seeds, seed=3, hosts_per_incident=HOSTS, lemons=())
         forensics.ingest([src], ds, jobs=os.cpu_count() or 1)
-    copies = OUT / f"diagnose-{total}.ds"
+    copies = OUT / f"diagnose-{total}-{seeds}-{HOSTS[0]}-{HOSTS[1]}.ds"
     if not (copies / "dataset.json").is_file():
         _copy_incidents(forensics.open_dataset(ds), copies, total)
     results = {
         "read": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "read")),
+        "index": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "index")),
         "diagnose": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "diagnose")),
+        "events": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "events")),
     }
     events = results["read"]["rows"]
     d, r = results["diagnose"], results["read"]
     print()
-    print(f"diagnose: {d['rows']:,} incidents, {events:,} events ({seeds} synthetic incidents of 6-8 hosts, copied), "
-          f"median of {args.runs} runs")  # fmt: skip
-    print(f"{'method':<34}{'seconds':>9}{'events/s':>12}{'vs read':>9}{'peak MB':>9}")
-    for name, x in (("read every event (baseline)", r), ("forensics.diagnose", d)):
-        print(f"{name:<34}{x['seconds']:>9.2f}{events / x['seconds']:>12,.0f}{x['seconds'] / r['seconds']:>8.2f}x{x['rss_mb']:>9.0f}")
+    print(f"diagnose: {d['rows']:,} incidents, {events:,} events ({seeds} synthetic incidents of "
+          f"{HOSTS[0]}-{HOSTS[1]} hosts, copied), median of {args.runs} runs")  # fmt: skip
+    print(f"{'method':<38}{'seconds':>9}{'events/s':>12}{'vs read':>9}{'peak MB':>9}{'rows':>11}")
+    for name, key in (("read every event (baseline)", "read"), ("signals index, made anew (at ingest)", "index"),
+                      ("forensics.diagnose", "diagnose"), ("forensics.diagnose, no index", "events")):  # fmt: skip
+        x = results[key]
+        print(f"{name:<38}{x['seconds']:>9.2f}{events / x['seconds']:>12,.0f}{x['seconds'] / r['seconds']:>8.2f}x"
+              f"{x['rss_mb']:>9.0f}{x['rows']:>11,}")  # fmt: skip
     ok = d["seconds"] < 10 and d["rss_mb"] < 2048
     print(f"target under 10 s and 2 GB: {'OK' if ok else 'MISSED'}")
     return {"incidents": d["rows"], "events": events, "seconds": round(d["seconds"], 2),
             "peak_rss_mb": round(d["rss_mb"]), "over_read": round(d["seconds"] / r["seconds"], 2), "target_met": ok,
-            "runs": results}  # fmt: skip
+            "index_seconds": round(results["index"]["seconds"], 2), "index_rows": results["index"]["rows"],
+            "no_index_seconds": round(results["events"]["seconds"], 2), "runs": results}  # fmt: skip
 
 
 def _copy_incidents(seed, out: Path, total: int) -> None:

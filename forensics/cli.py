@@ -183,6 +183,9 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
             click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
     for p in report.skipped:
         click.echo(f"Note: {p}: not an incident (a loose file beside incidents); skipped", err=True)
+    if report.index_error:
+        click.echo(f"Warning: {report.dataset}: the signals index was not refreshed ({report.index_error}); "
+                   "diagnosis reads every incident's events instead", err=True)  # fmt: skip
     counts = ", ".join(f"{report.count(s)} {s}" for s in ("added", "replaced", "unchanged", "failed"))
     click.echo(f"{report.dataset}: {counts}")
     click.echo(output.dataset_text(open_dataset(out)), nl=False)

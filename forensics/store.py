@@ -6,6 +6,7 @@ Layout (``DATASET/``)::
     events/<key>.<digest>.parquet        one file per incident and table (zstd), also gpus/, metrics/,
     ...                                  files/, identities/
     incidents/<key>.parquet              the incident's record: id, hosts, times, labels, path, digest
+    signals/<fingerprint>.parquet        written by ingest: the rows diagnosis reads (forensics.mine.signals)
 
 ``<key>`` is made from the incident id, ``<digest>`` from its content. Any Parquet reader takes a table
 with a glob (``pl.scan_parquet("DATASET/events/*.parquet")``, DuckDB ``read_parquet('DATASET/events/*.parquet')``).

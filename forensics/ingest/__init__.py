@@ -63,6 +63,9 @@ class IngestReport:
     done: list[Done] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     cleaned: int = 0
+    #: What the refresh of the signals index did (:func:`forensics.mine.signals.refresh`), or why it failed.
+    index: dict | None = None
+    index_error: str | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for d in self.done if d.status == status)
@@ -172,7 +175,22 @@ def ingest(
                 _finish(report, ingest_one(ref, str(store.root), known, limits), progress, total)
         else:
             _run_pool(todo, str(store.root), limits, workers, report, progress, total)
+        _index(report)
     return report
+
+
+def _index(report: IngestReport) -> None:
+    """Refresh the dataset's signals index (:mod:`forensics.mine.signals`). The index is a shortcut
+    for diagnosis, never the only copy of anything: when it cannot be written, the ingest still
+    stands and the failure is reported."""
+    import polars as pl
+
+    from ..mine import signals
+
+    try:
+        report.index = signals.refresh(report.dataset)
+    except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as e:
+        report.index_error = str(e) or type(e).__name__
 
 
 def _finish(report: IngestReport, done: Done, progress: Callable[[Done, int, int], None] | None, total: int) -> None:

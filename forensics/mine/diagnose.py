@@ -19,12 +19,15 @@ The labels in ``incident.toml`` are never read here: ``forensics eval`` compares
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import polars as pl
 
+from . import signals
 from .engine import finish, matching, prepare, run_library, select_rows
 from .language import Library, load_library
 
@@ -35,6 +38,8 @@ COLUMNS = ("incident", "root_cause", "confidence", "rule", "first_host", "first_
 
 #: Incidents of a dataset diagnosed at once: memory stays bounded by the chunk, not the dataset.
 CHUNK = 500
+#: Chunks of indexed incidents are this many times larger: their rows are a quarter of their events.
+INDEXED_CHUNK = 2
 #: Chunks diagnosed at once (threads).
 WORKERS = 2
 
@@ -45,8 +50,9 @@ def diagnose(source: Any, *, incident: str | None = None, library: Library | Non
 
     Returns one row per incident with :data:`COLUMNS`; ``evidence`` is a list of structs (file, line,
     ts, host, kind, code, role, message), ``alternatives`` a list of (root_cause, score, rule). A
-    dataset is read ``chunk`` incidents at a time (its events are stored per incident), ``workers``
-    chunks at once; a LazyFrame is read at once.
+    dataset is read from its signals index (:mod:`.signals`) ``chunk`` × :data:`INDEXED_CHUNK`
+    incidents at a time, and the incidents the index does not hold from their events files ``chunk``
+    at a time; ``workers`` chunks at once. A LazyFrame is read at once.
     """
     library = library or load_library()
     if hasattr(source, "parts"):
@@ -54,27 +60,41 @@ def diagnose(source: Any, *, incident: str | None = None, library: Library | Non
         ids = sorted(files) if incident is None else [incident] * (incident in files)
         if not ids:
             return _diagnose(prepare(pl.LazyFrame(schema=source.events.collect_schema()), library), [], library)
-        # A chunk of incidents at a time, read whole and filtered in memory (with one file per incident,
-        # a filter pushed into the scan costs more than it saves): memory is bounded by the chunk.
-        groups = [ids[i : i + chunk] for i in range(0, len(ids), chunk)]
+        index, stale = signals.load(source, library, ids)
         columns = [c for c in source.events.collect_schema().names() if c not in ("uptime_s", "pid")]
 
-        def one(g: list[str]) -> pl.DataFrame:
-            rows = select_rows(pl.scan_parquet([files[i] for i in g]).select(columns).collect(), library)
-            # Through Arrow: a copy, so the result's strings stop pointing into the whole chunk's buffers.
-            return pl.from_arrow(_diagnose(finish(rows, library), g, library).to_arrow())  # type: ignore[return-value]
+        def from_events(g: list[str]) -> pl.DataFrame:
+            # A chunk of incidents read whole and filtered in memory (with one file per incident, a
+            # filter pushed into the scan costs more than it saves): memory is bounded by the chunk.
+            return select_rows(pl.scan_parquet([files[i] for i in g]).select(columns).collect(), library)
 
-        if workers <= 1 or len(groups) == 1:
-            return pl.concat([one(g) for g in groups])
+        jobs: list[tuple[list[str], Callable[[], pl.DataFrame]]] = [
+            (g, partial(from_events, g)) for g in _chunks(stale, chunk)
+        ]
+        if index is not None:  # the signals index holds the selected rows of the others
+            covered = sorted(set(ids) - set(stale))
+            jobs += [(g, partial(index.rows, g)) for g in _chunks(covered, chunk * INDEXED_CHUNK)]
+
+        def one(job: tuple[list[str], Callable[[], pl.DataFrame]]) -> pl.DataFrame:
+            g, rows = job
+            # Through Arrow: a copy, so the result's strings stop pointing into the whole chunk's buffers.
+            return pl.from_arrow(_diagnose(finish(rows(), library), g, library).to_arrow())  # type: ignore[return-value]
+
+        if workers <= 1 or len(jobs) == 1:
+            return pl.concat([one(j) for j in jobs]).sort("incident")
         # Polars releases the GIL: chunks in threads keep the cores busy between its short operations.
         with ThreadPoolExecutor(workers) as pool:
-            return pl.concat(list(pool.map(one, groups)))
+            return pl.concat(list(pool.map(one, jobs))).sort("incident")
     events = _events(source)
     ids = events.select("incident").unique().collect().get_column("incident").sort().to_list()
     if incident is not None:
         events = events.filter(pl.col("incident") == incident)
         ids = [i for i in ids if i == incident]
     return _diagnose(prepare(events, library), ids, library)
+
+
+def _chunks(ids: list[str], size: int) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame:
