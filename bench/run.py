@@ -30,7 +30,7 @@ Ingest, of ``--incidents`` (1,000) small real incidents in five packagings (``be
 and the dataset's size on disk against the input's decompressed bytes.
 
 Diagnosis, of ``--diagnose-incidents`` (10,000) incidents copied from ``--diagnose-seeds`` (40)
-synthetic ones of 10-13 hosts (about 18 M events):
+synthetic ones of 12-14 hosts (about 20 M events):
 
 * ``read``       the baseline: every event of the dataset read into memory
 * ``index``      the signals index made anew, as ingest ends (:mod:`forensics.mine.signals`)
@@ -395,7 +395,7 @@ def ingest_section(args: argparse.Namespace) -> dict:
 
 
 #: Hosts per incident of the diagnosis benchmark's synthetic incidents: about 2,000 events per incident.
-HOSTS = (10, 13)
+HOSTS = (12, 14)
 
 
 def diagnose_section(args: argparse.Namespace) -> dict:

@@ -112,7 +112,7 @@ def test_cli_synth(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "s"), "-n", "4", "--seed", "2",
                                        "--causes", "hang,gpu_oom", "--lemons", "none"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert result.output == f"{tmp_path / 's'}: 4 incidents, 57 files, 0.7 MB\n  hang                    3\n  gpu_oom                 1\n"
+    assert result.output == f"{tmp_path / 's'}: 4 incidents, 56 files, 1.0 MB\n  hang                    3\n  gpu_oom                 1\n"
     toml = tomllib.loads((next(p for p in sorted((tmp_path / "s").rglob("incident.toml")))).read_text())
     assert toml["label"]["root_cause"] in {"hang", "gpu_oom"} and toml["job"]["gpus"] % 8 == 0
 
@@ -156,7 +156,7 @@ def test_local_time_skew_bug_reports_and_rotation_read_back(tmp_path: Path, monk
 
     for name, share in (("LOCAL_TIME_SHARE", 1.0), ("ROTATED_SHARE", 1.0), ("BUG_REPORT_SHARE", 0.5), ("TARBALL_SHARE", 0.0)):
         monkeypatch.setattr(synth_module, name, share)
-    out = synth(tmp_path / "s", 1, seed=22, hosts_per_incident=(3, 3), causes=["gpu_memory"], lemons=()).out
+    out = synth(tmp_path / "s", 1, seed=25, hosts_per_incident=(3, 3), causes=["gpu_memory"], lemons=()).out
     ref = discover.find_incidents([out]).incidents[0]
     assert ref.config["timezone"] != "UTC"
     names = {p.name for p in ref.path.rglob("*")}
@@ -206,6 +206,11 @@ VARIANTS = {
     "Xid 79 with quoted pid": r"\): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus\.",
     "Xid 119 6 s": r"\): 119, .*Timeout after 6s of waiting for RPC response from GPU\d GSP! Expected function 76 \(GSP_RM_CONTROL\) \(",
     "Xid 119 45 s with sequence": r"\): 119, .*Timeout after 45s .* sequence \d+ \(",
+    "Xid 31, oldest driver (Ch, engmask)": r"\): 31, Ch 00000003, engmask 00000101, intr 10000000$",
+    "Xid 32, oldest driver": r"\): 32, Channel ID 00000000 intr 00004000$",
+    "Xid 31, 418 (MMU Fault, no pid)": r"\): 31, Ch 0000003a, intr 10000000\. MMU Fault: ENGINE GRAPHICS ",
+    "Xid 31, 515-535 (pid, name, Ch)": r"\): 31, pid=\d+, name=python3\.10, Ch 00000008, intr 00000000\. MMU Fault: ",
+    "Xid 31, 595 open (channel 0x)": r"\): 31, pid=\d+, name=python, channel 0x0000000c, intr 00000000\. MMU Fault: ",
     "Xid 94 contained": r"\): 94, .*Contained: SM \(0x1\)\. RST: No, D-RST: No",
     "AER old id=": r"AER: Corrected error received: id=[0-9a-f]{4}$",
     "AER old id=(Receiver ID)": r"PCIe Bus Error: severity=Corrected, type=.*, id=[0-9a-f]{4}\(Receiver ID\)",
@@ -223,9 +228,19 @@ VARIANTS = {
     "journal boot marker": r"^-- Boot [0-9a-f]{32} --$",
     "journal logs begin": r"^-- Logs begin at \w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+, end at ",
     "journal embedded klog stamp": r"kubelet\[\d+\]: I\d{4} \d\d:\d\d:\d\d\.\d{6} ",
+    "journal -o json, compact": r'^\{"__CURSOR":"s=[0-9a-f]{32};i=[0-9a-f]+;b=',
+    "journal -o json, spaced (older systemd)": r'^\{ "__CURSOR" : "s=[0-9a-f]{32};',
+    "journal json MESSAGE as a byte array": r'"MESSAGE" ?: ?\[\d+(?:, ?\d+){10,}\]',
+    "journal -o export": r"^__REALTIME_TIMESTAMP=\d{16}$",
+    "journal export binary-safe field": r"^MESSAGE$",
+    "journal -- Reboot --": r"^-- Reboot --$",
+    "journal all-zero boot id": r"^-- Boot 0{32} --$",
     # nccl
     "NCCL 2.4 banner": r"NCCL INFO NCCL version 2\.4\.7\+cuda10\.0$",
     "NCCL 2.2x banner": r"NCCL INFO NCCL version 2\.2\d\.\d\+cuda12\.4$",
+    "NCCL 2.26 bare banner, compiled with": r"^NCCL version 2\.26\.2 compiled with CUDA 12\.4$",
+    "NCCL ring via P2P/IPC/read": r"NCCL INFO Ring 00 : \d+\[[0-9a-f]+\] -> \d+\[[0-9a-f]+\] via P2P/IPC/read$",
+    "NCCL channel via SHM/direct/direct": r"NCCL INFO Channel 00/0 : \d+\[\d\] -> \d+\[\d\] via SHM/direct/direct$",
     "NCCL ring via P2P/IPC": r"NCCL INFO Ring 00 : \d+\[[0-9a-f]+\] -> \d+\[[0-9a-f]+\] via P2P/IPC",
     "NCCL channel via P2P/CUMEM": r"NCCL INFO Channel 00/0 : \d+\[\d\] -> \d+\[\d\] via P2P/CUMEM",
     "NCCL channel via NET/IB/GDRDMA": r"NCCL INFO Channel 01/1 : \d+\[\d\] -> \d+\[\d\] \[send\] via NET/IB/\d/GDRDMA",
@@ -238,11 +253,21 @@ VARIANTS = {
     "launcher tag-output": r"^\[1,\d+\]<stdout>:",
     "launcher pdsh doubled": r"^(gpu-node-\d+): (gpu-node-\d+): ",
     "launcher mpirun rank": r"^\[\d+\] \S",
+    "launcher Ray actor": r"^\(RayWorkerVllm pid=\d+\) \S",
     # torch
     "watchdog glog, ns, rank prefix": r"\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d{6} ProcessGroupNCCL\.cpp:\d+\] \[Rank \d+\] Watchdog caught",
     "watchdog old, no numel": r"^(?:.*\] )?\[E ProcessGroupNCCL\.cpp:737\] \[Rank \d+\] Watchdog caught .*OpType=ALLREDUCE, Timeout\(ms\)",
     "watchdog PG GUID": r"\[PG ID 0 PG GUID 0\(default_pg\) Rank \d+\] Exception \(either an error or timeout\)",
     "watchdog PG (default_pg)": r"\[PG 0 \(default_pg\) Rank \d+\] Exception \(either an error or timeout\) detected by watchdog",
+    "heartbeat monitor timed out": r"^\[rank\d+\]:\[E ProcessGroupNCCL\.cpp:1316\] \[PG 0 Rank \d+\] Heartbeat monitor timed out! ",
+    "glog F (fatal) line": r"^\[rank\d+\]:\[F ProcessGroupNCCL\.cpp:1169\] .*watchdog got stuck for 600 seconds",
+    "terminate called, c10::DistBackendError": r"^\[rank\d+\]: terminate called after throwing an instance of 'c10::DistBackendError'$",
+    "terminate called, old c10::Error": r"^terminate called after throwing an instance of 'c10::Error'$",
+    "what(), two spaces, new wording": r"  what\(\):  \[PG .*Rank \d+\] Process group watchdog thread terminated with exception: ",
+    "what(), old wording": r"^  what\(\):  \[Rank \d+\] NCCL watchdog thread terminated with exception: ",
+    "Exception raised from (most recent call first)": r"Exception raised from checkTimeout at \.\./torch/csrc/distributed/c10d/ProcessGroupNCCL\.cpp:\d+ \(most recent call first\):$",
+    "C++ frame, watchdogHandler": r"frame #2: c10d::ProcessGroupNCCL::watchdogHandler\(\) \+ 0x[0-9a-f]+ \(0x[0-9a-f]+ in /",
+    "C++ frame, workCleanupLoop": r"^frame #2: c10d::ProcessGroupNCCL::workCleanupLoop\(\) \+ 0x[0-9a-f]+ \(0x[0-9a-f]+ in /",
     "torchrun agent glog": r"^E\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ torch/distributed/elastic/multiprocessing/api\.py:\d+\] failed \(exitcode: -?\d+\)",
     "torchrun agent logging": r"^ERROR:torch\.distributed\.elastic\.multiprocessing\.api:failed \(exitcode: -?\d+\)",
     "ChildFailedError with trailing space": r"ChildFailedError: $",
@@ -257,12 +282,22 @@ VARIANTS = {
     "nvidia-smi -q, colon at 36": r"^    Product Name {20}: ",
     "nvidia-smi -q, colon at 32": r"^    Product Name {16}: ",
     "nvidia-smi 8-digit domain": r"^GPU 00000000:[0-9A-F]{2}:00\.0$",
+    "nvidia-smi -q -x, DTD v12": r'^<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12\.dtd">$',
+    "nvidia-smi -q -x, declaration without encoding": r'^<\?xml version="1\.0" \?>$',
+    "nvidia-smi -q -x, tabs": r'^\t<gpu id="00000000:[0-9A-F]{2}:00\.0">$',
+    "nvidia-smi -q -x, four spaces": r'^    <gpu id="00000000:[0-9A-F]{2}:00\.0">$',
+    "nvidia-smi --query-gpu csv, units in header": r"^timestamp, index, pci\.bus_id, serial, temperature\.gpu, power\.draw \[W\]",
+    "nvidia-smi csv, units in values and [N/A]": r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}, \d, .*, \[N/A\], \d+ %, \d+$",
     # training logs
     "Megatron iteration": r"^ \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +\d+/ +500000 \| ",
     "Megatron NaN iteration, lm loss gone": r"iteration .*\| loss scale: 1\.0 \| grad norm: nan \|",
     "HF Trainer dict": r"^\{'loss': (?:nan|\d+\.\d+), 'grad_norm': ",
     "nanoGPT": r"^iter \d+: loss (?:nan|\d+\.\d+), time \d+\.\d+ms, mfu",
     "litgpt": r"^iter \d+ step \d+: loss (?:nan|\d+\.\d+), iter time: \d+\.\d+ms",
+    "DeepSpeed OVERFLOW, hysteresis": r"\[deepspeed\] OVERFLOW! Rank 0 Skipping step\. Attempted loss scale: \d+, but hysteresis is 2\. Reducing hysteresis to 1$",
+    "DeepSpeed OVERFLOW, reducing": r"\[deepspeed\] OVERFLOW! Rank 0 Skipping step\. Attempted loss scale: \d+, reducing to \d+$",
+    "ZeRO-3 [deepscale], float scale, glued to tqdm": r"s/it\]\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[INFO\] \[stage3\.py:2323:_overflow_clean_up\] \[deepscale\] OVERFLOW! .* \d+\.0, reducing to \d+\.0$",
+    "fused_optimizer overflow on the next line": r"^Grad overflow on iteration \d+$",
     "mmengine": r" - mmengine - INFO - Epoch\(train\) \[1\]\[\d+/\d+\]  lr: ",
 }
 
@@ -283,7 +318,7 @@ def test_every_printed_form_is_in_a_thousand_incidents(tmp_path: Path) -> None:
     synth(tmp_path / "s", 1000, seed=1)
     lines = _lines_of(tmp_path / "s")
     # The launcher's prefix comes off first, as the parsers peel it.
-    bare = lines.str.replace(r"^(?:\[1,\d+\]<stdout>:|gpu-node-\d+: gpu-node-\d+: |\[\d+\] (?:\[\d+\] )?)", "")
+    bare = lines.str.replace(r"^(?:\[1,\d+\]<stdout>:|gpu-node-\d+: gpu-node-\d+: |\[\d+\] (?:\[\d+\] )?|\(RayWorkerVllm pid=\d+\) )", "")
     frame = pl.DataFrame({"line": lines, "bare": bare})
     found = frame.select(**{name: pl.col("line").str.contains(rx).any() | pl.col("bare").str.contains(rx).any()
                             for name, rx in VARIANTS.items()}).row(0, named=True)  # fmt: skip

@@ -146,11 +146,19 @@ def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
     return finish(select_rows(events, library), library)
 
 
+#: A follower's cause must lie this close before the job's end (the rules' default horizon): an Xid
+#: from two days before does not make the job's untimed timeouts its followers.
+FOLLOWER_HORIZON_US = 2 * 3_600_000_000
+
+
 def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataFrame:
     rows: list[pl.Series] = []
+    ends = incident_ends(p)
+    recent = pl.col("t").is_null() | pl.col("end").is_null() | (pl.col("t") >= pl.col("end") - FOLLOWER_HORIZON_US)
     for f in followers:
         later = matching(p, f.match, ["row", *_ATTRS], followers=False)
         before = matching(p, f.after, ["row", *_ATTRS], followers=False)
+        before = before.join(ends, on="incident", how="left").filter(recent).drop("end")
         if later.height and before.height:
             hit = link(later.rename({"row": "cid"}), before, f.join, f.within_us, "after", "incident", backward=True)
             rows.append(hit.get_column("cid"))

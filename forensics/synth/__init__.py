@@ -191,7 +191,7 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         if rng.random() < BUG_REPORT_SHARE:
             files[f"{log.host}/nvidia-bug-report.log.gz"] = gzip.compress(_bug_report(log, taken), mtime=0)
         else:
-            files.update(_host_files(log, taken, syslog=bool((n + i) % 2), rng=rng))
+            files.update(_host_files(log, started, taken, syslog=bool((n + i) % 2), rng=rng))
         files[f"{log.host}/train.log"] = log.job_log().encode()
     bystanders = [log.host for log in logs if log.host != fail_host and f"{log.host}/dmesg.log" in files]
     if bystanders and rng.random() < TRUNCATED_SHARE:  # copied while still being written
@@ -227,9 +227,10 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     return files
 
 
-def _host_files(log: HostLog, taken: datetime, *, syslog: bool, rng: random.Random) -> dict[str, bytes]:
+def _host_files(log: HostLog, start: datetime, taken: datetime, *, syslog: bool, rng: random.Random) -> dict[str, bytes]:
     """A host's logs as separate files: raw dmesg, kern.log (sometimes rotated, the older part
-    compressed) or a journal export, and the nvidia-smi snapshot."""
+    compressed) or the journal (text, ``-o json`` or ``-o export``), the nvidia-smi snapshot (``-q``
+    text or ``-q -x`` XML) and, on some hosts, a ``--query-gpu`` CSV loop."""
     out = {f"{log.host}/dmesg.log": log.dmesg().encode()}
     if syslog:
         lines = log.kern_log().encode().splitlines(keepends=True)
@@ -242,9 +243,16 @@ def _host_files(log: HostLog, taken: datetime, *, syslog: bool, rng: random.Rand
                 out[f"{log.host}/kern.log.1"] = older
             lines = lines[cut:]
         out[f"{log.host}/kern.log"] = b"".join(lines)
+    elif log.style.journal in ("json", "json-spaced", "export"):
+        out[f"{log.host}/journal.{'export' if log.style.journal == 'export' else 'json'}"] = log.journal_export()
     else:
         out[f"{log.host}/journal.log"] = log.journal().encode()
-    out[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(taken).encode()
+    if log.style.smi_form == "text":
+        out[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(taken).encode()
+    else:
+        out[f"{log.host}/nvidia-smi-q.xml"] = log.nvidia_smi_xml(taken).encode()
+    if log.style.smi_csv:
+        out[f"{log.host}/nvidia-smi-query.csv"] = log.nvidia_smi_csv(start, taken).encode()
     return out
 
 

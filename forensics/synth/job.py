@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .logs import Gpu, HostLog
 
 #: The version banner of each NCCL generation the hosts run.
-NCCL_VERSIONS = {"2.4": "2.4.7+cuda10.0", "2.21": "2.21.5+cuda12.4", "2.26": "2.26.2+cuda12.4"}
+NCCL_VERSIONS = {"2.4": "2.4.7+cuda10.0", "2.21": "2.21.5+cuda12.4", "2.26": "2.26.2 compiled with CUDA 12.4"}
 
 
 def nccl_init(log: HostLog, at: datetime, world: int, comm: int) -> None:
@@ -16,11 +16,14 @@ def nccl_init(log: HostLog, at: datetime, world: int, comm: int) -> None:
     gen = log.style.nccl
     for local, g in enumerate(log.gpus):
         pre = f"{log.host}:{g.pid}:{g.pid + 87} [{local}] NCCL INFO"
-        if g.rank == 0:
-            log.j(at, f"{log.host}:{g.pid}:{g.pid} [{local}] NCCL INFO NCCL version {NCCL_VERSIONS[gen]}", rank=g.rank)
+        if g.rank == 0:  # 2.26 prints its banner bare, without the host:pid:tid prefix
+            banner = f"NCCL version {NCCL_VERSIONS[gen]}"
+            log.j(at, banner if gen == "2.26" else f"{log.host}:{g.pid}:{g.pid} [{local}] NCCL INFO {banner}", rank=g.rank)
         nxt = (g.rank + 1) % world
-        via = {"2.4": f"Ring 00 : {g.rank}[{g.bus}000] -> {nxt}[{log.gpus[(local + 1) % 8].bus}000] via P2P/IPC",
-               "2.21": f"Channel 00/0 : {g.rank}[{local}] -> {nxt}[{(local + 1) % 8}] via P2P/CUMEM",
+        odd = local % 2 == 1  # every other GPU talks to its neighbour through another transport
+        via = {"2.4": f"Ring 00 : {g.rank}[{g.bus}000] -> {nxt}[{log.gpus[(local + 1) % 8].bus}000] via P2P/IPC" + "/read" * odd,
+               "2.21": f"Channel 00/0 : {g.rank}[{local}] -> {nxt}[{(local + 1) % 8}] via "
+                       + ("SHM/direct/direct" if odd else "P2P/CUMEM"),
                "2.26": f"Channel 01/1 : {g.rank}[{local}] -> {nxt}[{(local + 1) % 8}] [send] via NET/IB/{local}/GDRDMA"}[gen]  # fmt: skip
         log.j(at, f"{pre} {via}", rank=g.rank)
         log.j(at, f"{pre} comm 0x{comm + 16 * g.rank:x} rank {g.rank} nranks {world} cudaDev {local} nvmlDev {local} "
@@ -34,6 +37,7 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
     loss = 2.4 + rng.random()
     form = log.style.train
     r = log.gpus[-1].rank  # Megatron prints on the last rank, which lives on this host
+    _loss_scaler(log, rng, steps[:4], r)
     for n, (step, at) in enumerate(steps):
         loss = max(1.2, loss - 0.001 * rng.random())
         shown = loss * (2.5 if step == spike_at else 1.0)
@@ -63,6 +67,28 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
             log.j(at, " | ".join(fields).rstrip(), rank=r)
 
 
+def _loss_scaler(log: HostLog, rng: random.Random, steps: list[tuple[int, datetime]], r: int) -> None:
+    """fp16 loss-scale warm-up in the first steps (:data:`styles.FP16`): overflows skipped on purpose,
+    the misleading noise a "non-finite gradient means numerical" rule would trip on."""
+    form, scale = log.style.fp16, 65536
+    for n, (step, at) in enumerate(steps):
+        shown = log.wall(at - timedelta(seconds=50))
+        stamp = f"[{shown:%Y-%m-%d %H:%M:%S},{shown.microsecond // 1000:03d}]"
+        if form == "deepspeed":
+            text = (f"Attempted loss scale: {scale}, but hysteresis is 2. Reducing hysteresis to 1" if n == 0
+                    else f"Attempted loss scale: {scale}, reducing to {scale // 2}")  # fmt: skip
+            log.j(at, f"{stamp} [INFO] [loss_scaler.py:{188 if n == 0 else 181}:update_scale] [deepspeed] OVERFLOW! "
+                      f"Rank 0 Skipping step. {text}", rank=r)  # fmt: skip
+        elif form == "deepscale":  # 2021 ZeRO-3: float scales, glued to the tqdm bar of the script
+            bar = f"  0%|{' ' * 30}| {step // 100 + 8}/63645 [00:{19 + 2 * n:02d}<37:53:00,  2.14s/it]"
+            log.j(at, f"{bar}{stamp} [INFO] [stage3.py:2323:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 Skipping "
+                      f"step. Attempted loss scale: {float(scale * 256)}, reducing to {float(scale * 128)}", rank=r)  # fmt: skip
+        elif form == "fused":
+            log.j(at, f"{stamp} [INFO] [fused_optimizer.py:382:_update_scale] ", f"Grad overflow on iteration {step // 100 + 4}", rank=r)
+        scale //= 2
+    del rng
+
+
 def _glog(at: datetime) -> str:
     return f"{at:%m%d %H:%M:%S}.{at.microsecond:06d}"
 
@@ -72,17 +98,51 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
     form has no time, no rank prefix, no element counts and no progress line."""
     r, shown = g.rank, log.wall(at)
     if log.style.watchdog == "old":
-        log.j(at, f"[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: "
-                  f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, Timeout(ms)=600000) ran for {ran_ms} milliseconds "
-                  "before timing out.", rank=r)  # fmt: skip
+        caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+                  f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
+        log.j(at, f"[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
+        if log.rng.random() < 0.5:
+            _abort(log, g, at, f"[Rank {r}] NCCL watchdog thread terminated with exception: {caught}", "", old=True)
         return
     pg = f"PG ID 0 PG GUID 0(default_pg) Rank {r}" if log.style.watchdog == "pg-guid" else f"PG 0 (default_pg) Rank {r}"
-    log.j(at, f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
-              f"timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=262144000, NumelOut=262144000, "
-              f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.",
+    caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+              f"NumelIn=262144000, NumelOut=262144000, Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
+    log.j(at, f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}",
               f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:1664] [{pg}] Exception (either an "
               f"error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, "
               f"last completed NCCL work: {last_done}.", rank=r)  # fmt: skip
+    roll = log.rng.random()
+    if roll < 0.25:  # the heartbeat monitor gives up on the stuck watchdog: an E line, then the F line
+        later = at + timedelta(seconds=8)
+        log.j(later, f"[rank{r}]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank {r}] Heartbeat monitor timed out! Process will "
+                     f"be terminated after dumping debug info. workMetaList_.size()={log.rng.randrange(2, 120)}",
+              f"[rank{r}]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank {r}] [PG 0 Rank {r}] ProcessGroupNCCL's watchdog got "
+              "stuck for 600 seconds without making progress in monitoring enqueued collectives.", rank=r)  # fmt: skip
+    elif roll < 0.6:
+        _abort(log, g, at, f"[{pg}] Process group watchdog thread terminated with exception: {caught}", f"[rank{r}]: ")
+
+
+def _abort(log: HostLog, g: Gpu, at: datetime, what: str, prefix: str, *, old: bool = False) -> None:
+    """The process abort that follows a watchdog timeout: ``terminate called after throwing``
+    c10::DistBackendError, its ``what():`` (two spaces), where it was raised and the C++ frames
+    (``workCleanupLoop`` before PyTorch 2.2, ``watchdogHandler`` after)."""
+    lib = "/usr/local/lib/python3.10/dist-packages/torch/lib"
+    base = 0x7F0000000000 + log.rng.getrandbits(36)
+    loop = "workCleanupLoop" if old else "watchdogHandler"
+    frames = [("c10::Error::Error(c10::SourceLocation, std::string) + 0x96", "libc10.so"),
+              ("c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+               "std::ratio<1l, 1000l> > >) + 0x1d2", "libtorch_cuda.so"),
+              (f"c10d::ProcessGroupNCCL::{loop}() + 0x233", "libtorch_cuda.so"),
+              ("<unknown function> + 0xdc253", "/lib/x86_64-linux-gnu/libstdc++.so.6"),
+              ("<unknown function> + 0x94ac3", "/lib/x86_64-linux-gnu/libc.so.6"),
+              ("clone + 0x44", "/lib/x86_64-linux-gnu/libc.so.6")]  # fmt: skip
+    exc = "c10::Error" if old else "c10::DistBackendError"
+    lines = [f"terminate called after throwing an instance of '{exc}'", f"  what():  {what}",
+             "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 "
+             "(most recent call first):"]  # fmt: skip
+    lines += [f"frame #{n}: {sym} (0x{base + 0x1000 * n:x} in {so if so.startswith('/') else f'{lib}/{so}'})"
+              for n, (sym, so) in enumerate(frames)]  # fmt: skip
+    log.j(at + timedelta(seconds=1), *(prefix + line for line in lines), rank=g.rank)
 
 
 def traceback(log: HostLog, g: Gpu, at: datetime, error: str, frames: list[str] | None = None) -> None:

@@ -30,6 +30,22 @@ def xid_line(bus: str, code: int, pid: int | None, text: str) -> str:
     return f"NVRM: Xid (PCI:0000:{bus}:00): {code}, {who}, {text}"
 
 
+def mmu_fault(bus: str, driver: str, rng: random.Random) -> list[str]:
+    """An Xid 31 (MMU fault) as each driver generation prints it; the oldest adds an Xid 32."""
+    head, pid, addr = f"NVRM: Xid (PCI:0000:{bus}:00): 31, ", rng.randrange(2000, 3000000), f"0x{rng.getrandbits(16):04x}_{rng.getrandbits(28):07x}00"
+    if driver == "old":
+        return [f"{head}Ch 00000003, engmask 00000101, intr 10000000",
+                f"NVRM: Xid (PCI:0000:{bus}:00): 32, Channel ID 00000000 intr 00004000"]  # fmt: skip
+    if driver == "418":
+        return [f"{head}Ch 0000003a, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ {addr}. "
+                "Fault is of type FAULT_PDE ACCESS_TYPE_READ"]  # fmt: skip
+    if driver == "535":
+        return [f"{head}pid={pid}, name=python3.10, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS "
+                f"GPCCLIENT_T1_8 faulted @ {addr}. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE"]  # fmt: skip
+    return [f"{head}pid={pid}, name=python, channel 0x0000000c, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC2 "
+            f"GPCCLIENT_PROP_0 faulted @ {addr}. Fault is of type FAULT_PTE ACCESS_TYPE_VIRT_READ"]  # fmt: skip
+
+
 #: AER bit names by generation: the old long names (kernels before 4.x) and today's short ones.
 _CORRECTED = [(0, "00000001", "Physical Layer", "RxErr", "Receiver Error"), (6, "00000040", "Data Link Layer", "BadTLP", "Bad TLP"),
               (7, "00000080", "Data Link Layer", "BadDLLP", "Bad DLLP"), (12, "00001000", "Data Link Layer", "Timeout", "Replay Timer Timeout")]  # fmt: skip
@@ -166,6 +182,12 @@ class HostLog:
                 self.k(at, xid_line(g.bus, 13, self.rng.randrange(3000, 9000), "Graphics SM Warp Exception on "
                                     "(GPC 1, TPC 2, SM 0): Out Of Range Address"))  # fmt: skip
 
+        if misleading and self.rng.random() < 0.2:  # an earlier job's MMU fault, in this driver's wording
+            g = self.rng.choice(self.gpus)
+            at = start - timedelta(hours=self.rng.randrange(3, 60))
+            if self.uptime(at) > 60:
+                self.k(at, *mmu_fault(g.bus, self.style.driver, self.rng))
+
     # -- printing -------------------------------------------------------------------------------
 
     def _kernel_sorted(self, *, split: bool = False) -> list[tuple[float, str]]:
@@ -215,28 +237,82 @@ class HostLog:
         return "".join(lines)
 
     def journal(self) -> str:
-        """``journalctl`` text in this host's mode (:data:`styles.JOURNAL`), with its boot marker."""
+        """``journalctl`` text in this host's mode (:data:`styles.JOURNAL`), with its boot markers:
+        ``-- Boot <id> --`` before each boot (now and then the all-zero id of systemd 251/252), or
+        the older ``-- Reboot --`` between boots, after a few lines of the boot before."""
         rows = [(self.boot + timedelta(seconds=up), f"kernel: {m}") for up, m in self._kernel_sorted(split=True)] + self.services
         form = self.style.journal
-        boot_id = f"{self.rng.getrandbits(128):032x}"
-        out = [f"-- Boot {boot_id} --\n"] if form in ("short", "short-monotonic", "short-precise") else []
+        bogus = self.rng.random() < 0.2
+        boot_id, prev_id = ("0" * 32, "0" * 32) if bogus else (f"{self.rng.getrandbits(128):032x}", f"{self.rng.getrandbits(128):032x}")
+        markers = self.rng.choice(["boot", "boot", "reboot"]) if form in ("short", "short-monotonic", "short-precise") else None
+        before = self.rng.random() < 0.4 or markers == "reboot"
+        out = []
         if form == "short-iso" and self.rng.random() < 0.5:
             first = self.wall(min(at for at, _ in rows)) if rows else self.wall(self.boot)
             out.append(f"-- Logs begin at {DAYS[first.weekday()]} {first:%Y-%m-%d %H:%M:%S} {first.tzname()}, "
                        f"end at {DAYS[first.weekday()]} {first:%Y-%m-%d %H:%M:%S} {first.tzname()}. --\n")  # fmt: skip
+        if markers is not None and before:  # the end of the boot before: a clean shutdown
+            if markers == "boot":
+                out.append(f"-- Boot {prev_id} --\n")
+            up = self.rng.randrange(3600, 30 * 86400)
+            for n, m in enumerate(("systemd[1]: Stopping User Manager for UID 1000...",
+                                   "systemd-shutdown[1]: Syncing filesystems and block devices.",
+                                   "kernel: reboot: Restarting system")):  # fmt: skip
+                at = self.boot - timedelta(seconds=90 - n)
+                out.append(self._journal_line(form, at, m, up + n))
+            if markers == "reboot":
+                out.append("-- Reboot --\n")
+        if markers == "boot":
+            out.append(f"-- Boot {boot_id} --\n")
         for at, m in sorted(rows, key=lambda x: x[0]):
-            shown = self.wall(at)
-            if form == "short-iso":
-                out.append(f"{shown:%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n")
-            elif form == "short-precise":
-                out.append(f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S}.{shown.microsecond:06d} {self.host} {m}\n")
-            elif form == "short-monotonic":
-                out.append(f"[{(at - self.boot).total_seconds():12.6f}] {self.host} {m}\n")
-            elif form == "short-localized":  # LANG of the shell that ran journalctl; no host name
-                out.append(f"{LOCAL_MONTHS[self.style.locale][shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {m}\n")
-            else:
-                out.append(f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {self.host} {m}\n")
+            out.append(self._journal_line(form, at, m, (at - self.boot).total_seconds()))
         return "".join(out)
+
+    def _journal_line(self, form: str, at: datetime, m: str, up: float) -> str:
+        shown = self.wall(at)
+        if form == "short-iso":
+            return f"{shown:%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n"
+        if form == "short-precise":
+            return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S}.{shown.microsecond:06d} {self.host} {m}\n"
+        if form == "short-monotonic":
+            return f"[{up:12.6f}] {self.host} {m}\n"
+        if form == "short-localized":  # LANG of the shell that ran journalctl; no host name
+            return f"{LOCAL_MONTHS[self.style.locale][shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {m}\n"
+        return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {self.host} {m}\n"
+
+    def journal_export(self) -> bytes:
+        """``journalctl -o json`` (compact, or the spaced style of older systemd) or ``-o export``:
+        one entry per record with its cursor, both clocks, boot id, transport and priority. One
+        message is not UTF-8, as a device's label can be: JSON gives it as an array of byte values,
+        export as a binary-safe field (name, newline, 64-bit little-endian length, bytes)."""
+        form = self.style.journal
+        boot_id, machine = f"{self.rng.getrandbits(128):032x}", f"{self.rng.getrandbits(128):032x}"
+        rows: list[tuple[datetime, str, int | None, bytes]] = [
+            (self.boot + timedelta(seconds=up), "kernel", None, m.encode()) for up, m in self._kernel_sorted(split=True)
+        ]
+        for at, m in self.services:
+            ident, _, rest = m.partition(": ")
+            name, _, pid = ident.partition("[")
+            rows.append((at, name, int(pid.rstrip("]")) if pid else None, rest.encode()))
+        rows.sort(key=lambda r: r[0])
+        if rows:
+            middle = rows[len(rows) // 2][0]
+            rows.insert(len(rows) // 2, (middle, "systemd-udevd", 812,
+                                         b"sdb: Process '/usr/bin/vol_id --label \xe9t\xe9' failed with exit code 2."))  # fmt: skip
+        seq, out = self.rng.randrange(1, 1 << 20), []
+        for n, (at, ident, pid, message) in enumerate(rows):
+            realtime = int(self.wall(at).timestamp() * 1_000_000)
+            mono = int((at - self.boot).total_seconds() * 1_000_000)
+            error = b"Xid" in message or b"error" in message.lower() or b"failed" in message
+            fields: dict[str, str | bytes] = {
+                "__CURSOR": f"s={machine};i={seq + n:x};b={boot_id};m={mono:x};t={realtime:x};x={self.rng.getrandbits(64):016x}",
+                "__REALTIME_TIMESTAMP": str(realtime), "__MONOTONIC_TIMESTAMP": str(mono), "_BOOT_ID": boot_id,
+                "_TRANSPORT": "kernel" if ident == "kernel" else "syslog", "PRIORITY": "3" if error else "6",
+                "SYSLOG_FACILITY": "0" if ident == "kernel" else "3", "SYSLOG_IDENTIFIER": ident,
+                **({"_PID": str(pid)} if pid is not None else {}), "_HOSTNAME": self.host, "MESSAGE": message,
+            }  # fmt: skip
+            out.append(_journal_entry(fields, form))
+        return b"".join(out)
 
     def job_log(self) -> str:
         """The job's output on this host: each line behind its launcher's prefix."""
@@ -277,5 +353,108 @@ class HostLog:
             ]  # fmt: skip
         return "\n".join(out) + "\n"
 
+    def nvidia_smi_xml(self, at: datetime) -> str:
+        """``nvidia-smi -q -x``: DTD v12 with its DOCTYPE (``xml-v12``), a bare declaration with no
+        encoding (``xml-bare``), or no DOCTYPE (``xml-nodoctype``); tabs or four spaces."""
+        present = [g for g in self.gpus if not g.lost]
+        form, ind = self.style.smi_form, "\t" if self.rng.random() < 0.5 else "    "
 
-__all__ = ["GPU_BUSES", "Gpu", "HostLog", "aer_record", "xid_line"]
+        def el(depth: int, tag: str, value: object = None, children: list[str] | None = None) -> list[str]:
+            pad = ind * depth
+            if children is None:
+                return [f"{pad}<{tag}>{value}</{tag}>"]
+            return [f"{pad}<{tag}>", *children, f"{pad}</{tag}>"]
+
+        def active(on: bool) -> str:
+            return "Active" if on else "Not Active"
+
+        head = ['<?xml version="1.0" ?>'] if form == "xml-bare" else ['<?xml version="1.0" encoding="UTF-8"?>']
+        if form == "xml-v12":
+            head.append('<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">')
+        body = [*el(1, "timestamp", ctime(self.wall(at))), *el(1, "driver_version", "550.90.07"),
+                *el(1, "cuda_version", "12.4"), *el(1, "attached_gpus", len(present))]  # fmt: skip
+        for g in present:
+            bus = f"00000000:{g.bus.upper()}:00.0"
+            reasons = [*el(3, "clocks_event_reason_gpu_idle", "Not Active"),
+                       *el(3, "clocks_event_reason_sw_power_cap", "Not Active"),
+                       *el(3, "clocks_event_reason_hw_slowdown", active(g.thermal or g.power_brake)),
+                       *el(3, "clocks_event_reason_hw_thermal_slowdown", active(g.thermal)),
+                       *el(3, "clocks_event_reason_hw_power_brake_slowdown", active(g.power_brake)),
+                       *el(3, "clocks_event_reason_sw_thermal_slowdown", "Not Active")]  # fmt: skip
+            ecc = [*el(3, "dram_correctable", 0), *el(3, "dram_uncorrectable", g.dbe)]
+            gpu = [
+                *el(2, "product_name", PRODUCT), *el(2, "serial", g.card.serial), *el(2, "uuid", g.card.uuid),
+                *el(2, "minor_number", g.minor),
+                *el(2, "pci", children=[*el(3, "pci_bus", g.bus.upper()), *el(3, "pci_bus_id", bus),
+                                        *el(3, "replay_counter", 0), *el(3, "replay_rollover_counter", 0)]),
+                *el(2, "clocks_event_reasons", children=reasons),
+                *el(2, "ecc_errors", children=[*el(3, "volatile", children=[f"{ind}{x}" for x in ecc]),
+                                               *el(3, "aggregate", children=[f"{ind}{x}" for x in ecc])]),
+                *el(2, "remapped_rows", children=[*el(3, "remapped_row_corr", 0),
+                                                  *el(3, "remapped_row_unc", 1 if g.remap_pending else 0),
+                                                  *el(3, "remapped_row_pending", "Yes" if g.remap_pending else "No"),
+                                                  *el(3, "remapped_row_failure", "No")]),
+                *el(2, "temperature", children=[*el(3, "gpu_temp", f"{g.temp} C"), *el(3, "gpu_temp_max_threshold", "92 C"),
+                                                *el(3, "gpu_temp_slow_threshold", "89 C")]),
+                *el(2, "gpu_power_readings", children=[
+                    *el(3, "power_draw", f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W"),
+                    *el(3, "current_power_limit", "700.00 W")]),
+            ]  # fmt: skip
+            body += [f'{ind}<gpu id="{bus}">', *gpu, f"{ind}</gpu>"]
+        return "\n".join([*head, "<nvidia_smi_log>", *body, "</nvidia_smi_log>"]) + "\n"
+
+    def nvidia_smi_csv(self, start: datetime, end: datetime) -> str:
+        """A ``nvidia-smi --query-gpu=timestamp,index,pci.bus_id,serial,temperature.gpu,power.draw,
+        utilization.gpu,ecc.errors.uncorrected.volatile.total --format=csv -l 60`` loop: the header
+        (with units) once, then every GPU each minute, units repeated in the values, ``[N/A]`` where a
+        GPU cannot say; a GPU that fell off the bus stops answering, and ECC counts show only after
+        the failure."""
+        out = ["timestamp, index, pci.bus_id, serial, temperature.gpu, power.draw [W], utilization.gpu [%], "
+               "ecc.errors.uncorrected.volatile.total"]  # fmt: skip
+        at, samples = max(start, end - timedelta(minutes=30)), 0
+        while at <= end and samples < 40:
+            shown = self.wall(at)
+            after = at >= end - timedelta(minutes=10)  # the failure came 12-22 minutes before the end
+            for g in self.gpus:
+                if g.lost and at >= end - timedelta(minutes=23):
+                    continue
+                power = "[N/A]" if self.rng.random() < 0.02 else f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W"
+                temp = g.temp if g.thermal else min(g.temp, 45 + self.rng.randrange(8))
+                out.append(f"{shown:%Y/%m/%d %H:%M:%S}.{shown.microsecond // 1000:03d}, {g.minor}, "
+                           f"00000000:{g.bus.upper()}:00.0, {g.card.serial}, {temp}, {power}, "
+                           f"{self.rng.randrange(85, 100)} %, {g.dbe if after else 0}")  # fmt: skip
+            at, samples = at + timedelta(seconds=60), samples + 1
+        return "\n".join(out) + "\n"
+
+
+def _journal_entry(fields: dict[str, str | bytes], form: str) -> bytes:
+    """One journal entry in ``json`` (compact), ``json-spaced`` (older systemd) or ``export`` form."""
+    import json
+    import struct
+
+    if form == "export":
+        out = b""
+        for key, value in fields.items():
+            raw = value if isinstance(value, bytes) else value.encode()
+            try:
+                raw.decode("utf-8")
+                out += key.encode() + b"=" + raw + b"\n"
+            except UnicodeDecodeError:
+                out += key.encode() + b"\n" + struct.pack("<Q", len(raw)) + raw + b"\n"
+        return out + b"\n"
+    values: dict[str, object] = {}
+    for key, value in fields.items():
+        if isinstance(value, bytes):
+            try:
+                values[key] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                values[key] = list(value)
+        else:
+            values[key] = value
+    if form == "json-spaced":
+        return ("{ " + ", ".join(f"{json.dumps(k)} : {json.dumps(v, ensure_ascii=False)}" for k, v in values.items())
+                + " }\n").encode()  # fmt: skip
+    return (json.dumps(values, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+__all__ = ["GPU_BUSES", "Gpu", "HostLog", "aer_record", "mmu_fault", "xid_line"]

@@ -15,14 +15,23 @@ from dataclasses import dataclass
 #: The printed forms, by what they print (see PROVENANCE.md "Format variants seen").
 DMESG = ("plain", "ctime", "reltime", "iso-x", "iso", "caller", "talos")
 SYSLOG = ("host", "host", "nohost", "doublespace")
-JOURNAL = ("short-iso", "short", "short-precise", "short-monotonic", "short-localized")
-LAUNCHER = ("", "", "tag-output", "pdsh", "mpirun")
+JOURNAL = ("short-iso", "short", "short-precise", "short-monotonic", "short-localized", "json", "json-spaced", "export")
+LAUNCHER = ("", "", "tag-output", "pdsh", "mpirun", "ray")
 NCCL = ("2.21", "2.4", "2.26")
 IB = ("peer", "old", "status", "ibp")
 WATCHDOG = ("glog", "glog", "old", "pg-guid")
 AGENT = ("glog", "logging")
 TRAIN = ("megatron", "megatron", "hf", "nanogpt", "litgpt", "mmengine")
 SMI_COLUMN = (42, 42, 36, 32)
+#: The driver generation an earlier job's MMU fault (Xid 31) was printed by (see FACTS.md's Xid wordings).
+DRIVER = ("old", "418", "535", "595")
+#: The fp16 loss scaler's messages while it warms up: DeepSpeed's, ZeRO-3's 2021 ``[deepscale]`` (glued
+#: to a tqdm bar), fused_optimizer's (the message on the line after its logger prefix), or none.
+FP16 = ("", "", "", "deepspeed", "deepscale", "fused")
+#: How ``nvidia-smi`` was asked: ``-q`` text, or ``-q -x`` XML (DOCTYPE v12, none, or a bare declaration).
+SMI_FORM = ("text", "text", "text", "xml-v12", "xml-bare", "xml-nodoctype")
+#: Whether a ``nvidia-smi --query-gpu … --format=csv -l`` loop ran beside the job.
+SMI_CSV = (False, False, False, True)
 AER = ("mid", "mid", "new", "old")
 #: Month names of ``journalctl`` in other locales (``LANG=ru_RU``, ``zh_CN``, ``fr_FR``, ``nl_NL``).
 LOCAL_MONTHS = {
@@ -47,6 +56,10 @@ class Style:
     train: str = "megatron"
     smi_column: int = 42
     aer: str = "mid"
+    smi_form: str = "text"
+    smi_csv: bool = False
+    driver: str = "535"
+    fp16: str = ""
 
     @classmethod
     def draw(cls, rng: random.Random) -> Style:
@@ -54,7 +67,8 @@ class Style:
             dmesg=rng.choice(DMESG), syslog=rng.choice(SYSLOG), journal=rng.choice(JOURNAL),
             locale=rng.choice(sorted(LOCAL_MONTHS)), launcher=rng.choice(LAUNCHER), nccl=rng.choice(NCCL),
             ib=rng.choice(IB), watchdog=rng.choice(WATCHDOG), agent=rng.choice(AGENT), train=rng.choice(TRAIN),
-            smi_column=rng.choice(SMI_COLUMN), aer=rng.choice(AER),
+            smi_column=rng.choice(SMI_COLUMN), aer=rng.choice(AER), smi_form=rng.choice(SMI_FORM),
+            smi_csv=rng.choice(SMI_CSV), driver=rng.choice(DRIVER), fp16=rng.choice(FP16),
         )  # fmt: skip
 
 
@@ -66,4 +80,6 @@ def launcher_prefix(style: Style, host: str, rank: int | None) -> str:
         return f"{host}: {host}: "
     if style.launcher == "mpirun" and rank is not None:  # ``mpirun -l``: the workers' lines, not torchrun's own
         return f"[{rank}] "
+    if style.launcher == "ray" and rank is not None:  # a Ray actor's output, forwarded to the driver
+        return f"(RayWorkerVllm pid={7000 + 7 * rank}) "
     return ""
