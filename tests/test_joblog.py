@@ -209,3 +209,22 @@ def test_extract_first_one_pass_and_per_form_agree(monkeypatch: pytest.MonkeyPat
         per_form = prefix.extract_first(lines, forms)
         assert one_pass.null_count().sum_horizontal().item() < one_pass.height * one_pass.width  # something matched
         assert one_pass.equals(per_form)
+
+
+def test_glog_stamps_take_the_year_of_the_printed_stamps_around_them_across_new_year() -> None:
+    """glog prints no year (``E0101 00:10:00``): it takes the year of the nearest printed stamp, and a
+    January line after a December one is the next year's (a run across New Year), a December line
+    before a January one the year before's."""
+    log = (
+        "[rank0]:[E1231 23:50:00.000000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+        "milliseconds before timing out.\n"
+        " [2025-01-01 00:00:00] iteration      100/  500000 | consumed samples:       102400 | lm loss: 2.400000E+00 |\n"
+        " [2024-12-31 23:59:00] iteration      200/  500000 | consumed samples:       204800 | lm loss: 2.300000E+00 |\n"
+        "[rank1]:[E0101 00:10:00.000000 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+        "milliseconds before timing out.\n"
+    ).encode()
+    events = pl.from_arrow(joblog.parse(log, file="train.log").events)
+    timeouts = events.filter(pl.col("kind") == "torch.watchdog_timeout").sort("line")
+    assert [str(t)[:19] for t in timeouts["ts"]] == ["2024-12-31 23:50:00", "2025-01-01 00:10:00"]

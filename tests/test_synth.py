@@ -112,7 +112,7 @@ def test_cli_synth(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["synth", "-o", str(tmp_path / "s"), "-n", "4", "--seed", "2",
                                        "--causes", "hang,gpu_oom", "--lemons", "none"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert result.output == f"{tmp_path / 's'}: 4 incidents, 56 files, 1.0 MB\n  hang                    3\n  gpu_oom                 1\n"
+    assert result.output == f"{tmp_path / 's'}: 4 incidents, 41 files, 0.8 MB\n  gpu_oom                 3\n  hang                    1\n"
     toml = tomllib.loads((next(p for p in sorted((tmp_path / "s").rglob("incident.toml")))).read_text())
     assert toml["label"]["root_cause"] in {"hang", "gpu_oom"} and toml["job"]["gpus"] % 8 == 0
 
@@ -156,7 +156,7 @@ def test_local_time_skew_bug_reports_and_rotation_read_back(tmp_path: Path, monk
 
     for name, share in (("LOCAL_TIME_SHARE", 1.0), ("ROTATED_SHARE", 1.0), ("BUG_REPORT_SHARE", 0.5), ("TARBALL_SHARE", 0.0)):
         monkeypatch.setattr(synth_module, name, share)
-    out = synth(tmp_path / "s", 1, seed=25, hosts_per_incident=(3, 3), causes=["gpu_memory"], lemons=()).out
+    out = synth(tmp_path / "s", 1, seed=25, hosts_per_incident=(6, 6), causes=["gpu_memory"], lemons=()).out
     ref = discover.find_incidents([out]).incidents[0]
     assert ref.config["timezone"] != "UTC"
     names = {p.name for p in ref.path.rglob("*")}
@@ -211,6 +211,9 @@ VARIANTS = {
     "Xid 31, 418 (MMU Fault, no pid)": r"\): 31, Ch 0000003a, intr 10000000\. MMU Fault: ENGINE GRAPHICS ",
     "Xid 31, 515-535 (pid, name, Ch)": r"\): 31, pid=\d+, name=python3\.10, Ch 00000008, intr 00000000\. MMU Fault: ",
     "Xid 31, 595 open (channel 0x)": r"\): 31, pid=\d+, name=python, channel 0x0000000c, intr 00000000\. MMU Fault: ",
+    "NVLink5 Nonfatal unit error": r"\): 145, RLW_\w+ Nonfatal XC[01] i0 Link \d\d \(0x[0-9a-f]{8}(?: 0x[0-9a-f]{8}){5}\)$",
+    "NVLink5 Fatal unit error": r"\): 149, NETIR_LINK_EVT Fatal XC[01] i0 Link \d\d \(0x[0-9a-f]{8}",
+    "Xid 45 caused by previous Xid": r"\): 45, pid=\d+, name=python, Ch [0-9a-f]{8}, caused by previous Xid 149$",
     "Xid 94 contained": r"\): 94, .*Contained: SM \(0x1\)\. RST: No, D-RST: No",
     "AER old id=": r"AER: Corrected error received: id=[0-9a-f]{4}$",
     "AER old id=(Receiver ID)": r"PCIe Bus Error: severity=Corrected, type=.*, id=[0-9a-f]{4}\(Receiver ID\)",
@@ -274,6 +277,7 @@ VARIANTS = {
     "torchrun root cause": r"^Root Cause \(first observed failure\):$",
     "torchrun no other failures": r"<NO_OTHER_FAILURES>",
     "torchrun signal traceback": r"traceback : Signal 6 \(SIGABRT\) received by PID \d+",
+    "Python 3.11+ caret lines": r"^\[rank\d+\]:     \^{5,}$",
     "rank-prefixed traceback": r"^\[rank\d+\]: Traceback \(most recent call last\):",
     "torch.OutOfMemoryError": r"torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate",
     "device-side assert": r"Loss\.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: \[0,0,0\], thread: \[\d,0,0\] Assertion",

@@ -720,11 +720,37 @@ _GRAD = r"grad(?:ient)?_norm"
 # ---------------------------------------------------------------------------------------- assemble
 
 
+def _dated(carry: _Carry, year: int | None) -> pl.Expr:
+    """The year-less stamps (glog's ``E0101 06:07:45``) with a year: ``year`` when the caller knows it,
+    else the year of the nearest printed stamp before the line (the next one after it when there is
+    none before), across New Year: a month more than six before the printed one's is the next year's
+    (``E0101`` after ``[2024-12-31 …]`` is 2025), more than six after it the year before's. Without
+    any printed stamp, the year of the chunk's first (:attr:`_Carry.year`), else none (dated from the
+    incident's context at ingest)."""
+    printed = pl.col("stamp")
+    p_year = printed.str.slice(0, 4).cast(pl.Int32, strict=False)
+    p_month = printed.str.slice(5, 2).cast(pl.Int32, strict=False)
+    month = pl.col("yearless_stamp").str.slice(0, 2).cast(pl.Int32, strict=False)
+    before_y = p_year.forward_fill().fill_null(pl.lit(carry.last_year, pl.Int32))
+    before_m = p_month.forward_fill().fill_null(pl.lit(carry.last_month, pl.Int32))
+    after_y, after_m = p_year.backward_fill(), p_month.backward_fill()
+    guessed = (
+        pl.when(pl.lit(year, pl.Int32).is_not_null()).then(pl.lit(year, pl.Int32))
+        .when(before_y.is_not_null()).then(before_y + (month < before_m - 6).cast(pl.Int32))
+        .when(after_y.is_not_null()).then(after_y - (month > after_m + 6).cast(pl.Int32))
+        .otherwise(pl.lit(carry.year, pl.Int32))
+    )  # fmt: skip
+    return pl.concat_str(guessed.cast(pl.String), pl.lit("-"), pl.col("yearless_stamp"))
+
+
 @dataclass
 class _Carry:
     """What a chunk leaves to the next: the year, the rank map, non-finite states, step times."""
 
     year: int | None = None
+    #: The year and month of the last printed stamp seen: a chunk's first year-less stamps are dated by it.
+    last_year: int | None = None
+    last_month: int | None = None
     lines: int = 0
     rows: int = 0
     comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
@@ -750,9 +776,11 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
     carry.rows += df.height
     if year is None and carry.year is None:
         carry.year = df.select(pl.col("stamp").str.slice(0, 4).cast(pl.Int32, strict=False).min()).item()
-    file_year = year if year is not None else carry.year
-    df = df.with_columns(stamp=pl.coalesce(
-        "stamp", pl.concat_str(pl.lit(str(file_year) if file_year else None, pl.String), pl.lit("-"), "yearless_stamp")))
+    file_year = year if year is not None else carry.year  # for the kernel lines pasted into the output
+    df = df.with_columns(stamp=pl.coalesce("stamp", _dated(carry, year)))
+    last = df.select(pl.col("stamp").drop_nulls().last()).item()
+    if last is not None and re.match(r"\d{4}-\d\d", last):
+        carry.last_year, carry.last_month = int(last[:4]), int(last[5:7])
     # Kernel lines pasted into the job's output go to the kernel pipeline.
     kernelish = (
         (

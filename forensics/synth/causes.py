@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from .fleet import DEVICE_ID, NIC_BUSES, bdf, port_of
 from .job import traceback, watchdog_timeout
-from .logs import Gpu, HostLog, aer_record, xid_line
+from .logs import Gpu, HostLog, aer_record, nvlink5, xid_line
 
 
 @dataclass
@@ -107,9 +107,17 @@ def gpu_memory(c: Ctx) -> None:
 
 def nvlink(c: Ctx) -> None:
     peer = c.rng.choice([g for g in c.log.gpus if g is not c.g])
-    for n, g in enumerate((c.g, peer)):
-        c.log.k(c.s(n * 0.3), xid_line(g.bus, 74, g.pid, f"NVLink: fatal error detected on link {c.rng.randrange(18)}"
-                                       "(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"))  # fmt: skip
+    if c.rng.random() < 0.4:  # NVLink5 (Blackwell, 570+): unit errors with sub-fields, a Nonfatal one first
+        link = c.rng.randrange(18)
+        c.log.k(c.s(-c.rng.randrange(60, 900)),
+                f"NVRM: Xid (PCI:0000:{c.g.bus}:00): 145, {nvlink5('RLW_SRC_TRACK', False, link, c.rng)}")
+        for n, g in enumerate((c.g, peer)):
+            c.log.k(c.s(n * 0.3), f"NVRM: Xid (PCI:0000:{g.bus}:00): 149, {nvlink5('NETIR_LINK_EVT', True, link, c.rng)}")
+        c.log.k(c.s(1.1), xid_line(c.g.bus, 45, c.g.pid, f"Ch {c.rng.randrange(8, 64):08x}, caused by previous Xid 149"))
+    else:
+        for n, g in enumerate((c.g, peer)):
+            c.log.k(c.s(n * 0.3), xid_line(g.bus, 74, g.pid, f"NVLink: fatal error detected on link {c.rng.randrange(18)}"
+                                           "(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"))  # fmt: skip
     traceback(c.log, c.g, c.s(2), "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
               "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")  # fmt: skip
     c.die(c.log, c.g, -6)

@@ -151,6 +151,8 @@ def traceback(log: HostLog, g: Gpu, at: datetime, error: str, frames: list[str] 
                         "    losses_reduced = forward_backward_func(",
                         '  File "/workspace/megatron/core/pipeline_parallel/schedules.py", line 371, in forward_step',
                         "    output_tensor = model(tokens, position_ids, attention_mask, labels=labels)"]  # fmt: skip
+    if log.style.python != "3.10":  # 3.11+: carets under the code of each frame
+        frames = [x for line in frames for x in ([line, "    " + "^" * len(line.strip())] if line.startswith("    ") else [line])]
     lines = ["Traceback (most recent call last):", *frames, error]
     log.j(at, *(f"[rank{g.rank}]: {line}" for line in lines), rank=g.rank)
 

@@ -30,6 +30,12 @@ def xid_line(bus: str, code: int, pid: int | None, text: str) -> str:
     return f"NVRM: Xid (PCI:0000:{bus}:00): {code}, {who}, {text}"
 
 
+def nvlink5(unit: str, fatal: bool, link: int, rng: random.Random) -> str:
+    """The text of an NVLink5 unit Xid (144-150): unit, Fatal/Nonfatal, XC, instance, link, registers."""
+    words = " ".join(f"0x{w:08x}" for w in (rng.getrandbits(28) | 0x400000, rng.choice([0, 4]), 0, 0, 0, 0))
+    return f"{unit} {'Fatal' if fatal else 'Nonfatal'} XC{rng.randrange(2)} i0 Link {link:02d} ({words})"
+
+
 def mmu_fault(bus: str, driver: str, rng: random.Random) -> list[str]:
     """An Xid 31 (MMU fault) as each driver generation prints it; the oldest adds an Xid 32."""
     head, pid, addr = f"NVRM: Xid (PCI:0000:{bus}:00): 31, ", rng.randrange(2000, 3000000), f"0x{rng.getrandbits(16):04x}_{rng.getrandbits(28):07x}00"
@@ -182,6 +188,10 @@ class HostLog:
                 self.k(at, xid_line(g.bus, 13, self.rng.randrange(3000, 9000), "Graphics SM Warp Exception on "
                                     "(GPC 1, TPC 2, SM 0): Out Of Range Address"))  # fmt: skip
 
+        if misleading and self.rng.random() < 0.1:  # NVLink5 errors the driver marks Nonfatal: logged, ignored
+            g = self.rng.choice(self.gpus)
+            at = start + timedelta(seconds=self.rng.random() * span)
+            self.k(at, f"NVRM: Xid (PCI:0000:{g.bus}:00): 145, {nvlink5('RLW_RXPIPE', False, self.rng.randrange(18), self.rng)}")
         if misleading and self.rng.random() < 0.2:  # an earlier job's MMU fault, in this driver's wording
             g = self.rng.choice(self.gpus)
             at = start - timedelta(hours=self.rng.randrange(3, 60))
@@ -457,4 +467,4 @@ def _journal_entry(fields: dict[str, str | bytes], form: str) -> bytes:
     return (json.dumps(values, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-__all__ = ["GPU_BUSES", "Gpu", "HostLog", "aer_record", "mmu_fault", "xid_line"]
+__all__ = ["GPU_BUSES", "Gpu", "HostLog", "aer_record", "mmu_fault", "nvlink5", "xid_line"]

@@ -23,6 +23,8 @@ WATCHDOG = ("glog", "glog", "old", "pg-guid")
 AGENT = ("glog", "logging")
 TRAIN = ("megatron", "megatron", "hf", "nanogpt", "litgpt", "mmengine")
 SMI_COLUMN = (42, 42, 36, 32)
+#: The trainer's Python: 3.11 and later print caret lines under the code of each traceback frame.
+PYTHON = ("3.10", "3.11", "3.12")
 #: The driver generation an earlier job's MMU fault (Xid 31) was printed by (see FACTS.md's Xid wordings).
 DRIVER = ("old", "418", "535", "595")
 #: The fp16 loss scaler's messages while it warms up: DeepSpeed's, ZeRO-3's 2021 ``[deepscale]`` (glued
@@ -60,6 +62,7 @@ class Style:
     smi_csv: bool = False
     driver: str = "535"
     fp16: str = ""
+    python: str = "3.10"
 
     @classmethod
     def draw(cls, rng: random.Random) -> Style:
@@ -69,6 +72,7 @@ class Style:
             ib=rng.choice(IB), watchdog=rng.choice(WATCHDOG), agent=rng.choice(AGENT), train=rng.choice(TRAIN),
             smi_column=rng.choice(SMI_COLUMN), aer=rng.choice(AER), smi_form=rng.choice(SMI_FORM),
             smi_csv=rng.choice(SMI_CSV), driver=rng.choice(DRIVER), fp16=rng.choice(FP16),
+            python=rng.choice(PYTHON),
         )  # fmt: skip
 
 
