@@ -36,6 +36,7 @@ synthetic ones of 12-14 hosts (about 20 M events):
 * ``index``      the signals index made anew, as ingest ends (:mod:`forensics.mine.signals`)
 * ``diagnose``   ``forensics.diagnose`` of the whole dataset, through the index (target: < 10 s, < 2 GB)
 * ``no index``   the same, every incident read from its own events file
+* ``stats``      ``forensics.stats`` by cause (diagnosis included) and by Xid code (over every event)
 
 Every figure is the median of several runs; each run is a fresh process (so it includes what a user
 pays: imports, allocation warm-up) and reports its peak RSS. Results: a table on stdout and
@@ -154,6 +155,8 @@ elif sys.argv[2] == "index":  # what ingest does at its end: the signals index, 
     from forensics.mine import signals
     shutil.rmtree(ds.root / signals.FOLDER, ignore_errors=True)
     rows = signals.refresh(ds.root)["rows"]
+elif sys.argv[2] == "stats":  # the fleet table by cause (diagnosis included) and the Xid table over every event
+    rows = forensics.stats(ds, by="cause").height + forensics.stats(ds, by="xid").height
 else:
     if sys.argv[2] == "events":  # as without an index: every incident's events file read
         from forensics.mine import signals
@@ -418,6 +421,7 @@ def diagnose_section(args: argparse.Namespace) -> dict:
         "index": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "index")),
         "diagnose": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "diagnose")),
         "events": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "events")),
+        "stats": median_of(args.runs, lambda: child(CHILD_DIAGNOSE, copies, "stats")),
     }
     events = results["read"]["rows"]
     d, r = results["diagnose"], results["read"]
@@ -426,7 +430,8 @@ def diagnose_section(args: argparse.Namespace) -> dict:
           f"{HOSTS[0]}-{HOSTS[1]} hosts, copied), median of {args.runs} runs")  # fmt: skip
     print(f"{'method':<38}{'seconds':>9}{'events/s':>12}{'vs read':>9}{'peak MB':>9}{'rows':>11}")
     for name, key in (("read every event (baseline)", "read"), ("signals index, made anew (at ingest)", "index"),
-                      ("forensics.diagnose", "diagnose"), ("forensics.diagnose, no index", "events")):  # fmt: skip
+                      ("forensics.diagnose", "diagnose"), ("forensics.diagnose, no index", "events"),
+                      ("stats --by cause, then --by xid", "stats")):  # fmt: skip
         x = results[key]
         print(f"{name:<38}{x['seconds']:>9.2f}{events / x['seconds']:>12,.0f}{x['seconds'] / r['seconds']:>8.2f}x"
               f"{x['rss_mb']:>9.0f}{x['rows']:>11,}")  # fmt: skip
@@ -435,7 +440,9 @@ def diagnose_section(args: argparse.Namespace) -> dict:
     return {"incidents": d["rows"], "events": events, "seconds": round(d["seconds"], 2),
             "peak_rss_mb": round(d["rss_mb"]), "over_read": round(d["seconds"] / r["seconds"], 2), "target_met": ok,
             "index_seconds": round(results["index"]["seconds"], 2), "index_rows": results["index"]["rows"],
-            "no_index_seconds": round(results["events"]["seconds"], 2), "runs": results}  # fmt: skip
+            "no_index_seconds": round(results["events"]["seconds"], 2),
+            "stats_seconds": round(results["stats"]["seconds"], 2), "stats_peak_rss_mb": round(results["stats"]["rss_mb"]),
+            "runs": results}  # fmt: skip
 
 
 def _copy_incidents(seed, out: Path, total: int) -> None:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
+from forensics.ingest.archive import Limits
+from forensics.ingest.discover import find_incidents, members
 from forensics.parse import parse_bytes
+from forensics.sources import envelope
+from forensics.sources.base import collect
+from forensics.synth import synth
+from forensics.text import split_lines
 
 
 def rows(text: str, **options: Any) -> list[dict[str, Any]]:
@@ -188,3 +196,27 @@ def test_wrapped_lines_join_but_pasted_family_lines_stand_alone() -> None:
     )
     assert [(r["line"], r["kind"]) for r in got] == [(1, "other"), (3, "gpu.xid"), (4, "other")]
     assert got[0]["message"].endswith("\natch of *v1.Pod ended")
+
+
+def test_the_stamped_fast_path_reads_every_line_as_the_whole_envelope_does(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Lines that open with a stamp are read with the shorter regex; on every line of the real samples,
+    the golden inputs, the corpus and 100 generated incidents (their printed forms) the columns are the
+    ones the whole alternation gives."""
+    root = Path(__file__).parents[1]
+    texts = [p.read_bytes() for d in (root.parent / "shared" / "samples", root / "tests" / "golden")
+             for p in sorted(d.rglob("*")) if p.is_file() and p.suffix != ".jsonl"]  # fmt: skip
+    synth(tmp_path / "synth", 100, seed=7)
+    incidents = [*find_incidents([root / "corpus"]).incidents, *find_incidents([tmp_path / "synth"]).incidents]
+    texts += [item.member.data or b"" for ref in incidents for item in members(ref, Limits())]
+    lines = pl.concat([split_lines(data)[0] for data in texts])
+    opening = lines.str.contains(envelope._STAMP_OPENING)
+    assert 50_000 < opening.sum() < lines.len() - 50_000, (opening.sum(), lines.len())  # both paths, many lines
+    whole = (
+        pl.LazyFrame({"raw": lines})
+        .with_columns(e=pl.col("raw").str.extract_groups(envelope.ENVELOPE))
+        .unnest("e")
+        .select(**envelope._envelope_columns())
+        .pipe(collect, lines.len())
+    )
+    fast = envelope._envelope_frame(lines)
+    assert fast.equals(whole)

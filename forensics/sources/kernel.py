@@ -100,7 +100,8 @@ def _alt(patterns: list[str]) -> str:
 
 
 def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
-    """Add ``rec`` (record number, from 0) and ``piece`` (the line's text inside its record) to ``env``."""
+    """Add ``rec`` (record number, from 0), ``piece`` (the line's text inside its record) and ``kflag`` (the
+    kernel prefilter matches the piece) to ``env``."""
     rules = _record_rules()
     msg = pl.col("msg")
     stamped = pl.col("stamped")
@@ -112,15 +113,15 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     indented = ~stamped & pl.col("raw_indented")
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
     # (Unless it is a record of its own: a family line pasted without its stamp.)
-    wrapped = (
-        ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s")
-        & ~msg.str.contains(KERNEL.prefilter())
-    )  # fmt: skip
+    # The kernel prefilter, run once here: ``kflag`` says which records may belong to a family.
+    flagged = msg.str.contains(KERNEL.prefilter())
+    wrapped = ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s") & ~flagged
     free = msg.str.contains(rules.any_cont)
     df = (
         df.lazy()
         .with_columns(
             cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
+            kflag=flagged,
             tagged=msg.str.contains(_alt([*rules.heads.values(), *rules.context.values()])),
         )
         .pipe(collect, df.height)
@@ -147,7 +148,12 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
     # Inside a record an unstamped line loses the indentation that aligned it under the stamp.
     piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg) if stamp_share < 1 else msg
-    return df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start).drop(
+    df = df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start)
+    if stamp_share < 1:  # the prefilter sees the piece: for an unstamped line, without its indentation
+        rows = df.get_column("stamped").not_().arg_true()
+        again = df.get_column("piece").gather(rows).str.contains(KERNEL.prefilter())
+        df = df.with_columns(df.get_column("kflag").scatter(rows, again))
+    return df.drop(
         "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
     )
 
@@ -653,7 +659,7 @@ def parse_records(
     if full:
         kernel_flag, service_flag = kernel_line, ~kernel_line
     else:
-        kernel_flag = kernel_line & pl.col("piece").str.contains(KERNEL.prefilter())
+        kernel_flag = kernel_line & pl.col("kflag")
         service_flag = ~kernel_line & service_text.str.contains(services.prefilter()) if services else pl.lit(False)
     heads = (
         df.lazy()
