@@ -291,7 +291,12 @@ def main() -> None:
         "ours_over_grep": round(ours / results["grep"]["seconds"], 2),
         "re_over_ours": round(results["re"]["seconds"] / ours, 2),
         "lark_over_ours": round(results["lark_every_record"]["scaled_seconds"] / ours, 2),
-        "targets": {"mb_per_s_per_core>=100": size_mb / results["ours_1thread"]["seconds"] >= 100,
+        "ours_1thread_over_grep": round(results["ours_1thread"]["seconds"] / results["grep"]["seconds"], 2),
+        "grep_mb_per_s": round(size_mb / results["grep"]["seconds"], 1),
+        # Issue 2: "at least 100 MB/s per core, i.e. at most 8x the time of grep -E -c" (grep, one core,
+        # at ~800 MB/s). The ratio is the figure that does not hang on the machine; MB/s is printed too.
+        "targets": {"1thread<=8x_grep (per core)": results["ours_1thread"]["seconds"] <= 8 * results["grep"]["seconds"],
+                    "mb_per_s_per_core>=100": size_mb / results["ours_1thread"]["seconds"] >= 100,
                     "ours<=8x_grep": ours <= 8 * results["grep"]["seconds"],
                     "re>=3x_ours": results["re"]["seconds"] >= 3 * ours},  # fmt: skip
     }

@@ -115,8 +115,8 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # (Unless it is a record of its own: a family line pasted without its stamp.)
     # The kernel prefilter, run once here: ``kflag`` says which records may belong to a family.
     flagged = msg.str.contains(KERNEL.prefilter())
-    wrapped = ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~msg.str.contains(rules.any_cont + r"|^\s") & ~flagged
     free = msg.str.contains(rules.any_cont)
+    wrapped = ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~free & ~msg.str.contains(r"^\s") & ~flagged
     df = (
         df.lazy()
         .with_columns(
