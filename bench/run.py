@@ -246,7 +246,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="gpu-forensics benchmarks")
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--lark-lines", type=int, default=20_000)
+    ap.add_argument("--lark-lines", type=int, default=10_000)
     ap.add_argument("--journal-mb", type=int, default=2048, help="size of the generated -o json journal")
     ap.add_argument("--job-mb", type=int, default=64, help="size of the generated job output parsed in memory")
     ap.add_argument("--job-stream-mb", type=int, default=512, help="size of the job output streamed to Parquet")
