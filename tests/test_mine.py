@@ -146,6 +146,20 @@ def test_timeouts_after_an_error_are_followers_and_a_bare_timeout_is_a_hang() ->
     assert _cause(_events({**timeout, "ts": T0, "rank": 3}))[0] == "hang"
 
 
+def test_a_nonfatal_nvlink5_xid_before_the_timeouts_leaves_a_hang() -> None:
+    """FACTS C1d: Nonfatal NVLink5 unit errors are logged and ignored; one 25 minutes before the
+    collectives time out explains nothing (synth-000673 of the seed-1 corpus was ``unknown``)."""
+    line = ("NVRM: Xid (PCI:0000:9a:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 05 "
+            "(0x0bfb7410 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n")  # fmt: skip
+    (xid,) = forensics.parse_bytes(line.encode(), file="h/dmesg", source="kernel").events.to_pylist()
+    timeout = {"source": "torch", "file": "h/train.log", "kind": "torch.watchdog_timeout", "severity": "error",
+               "message": "Watchdog caught collective operation timeout", "rank": 3}  # fmt: skip
+    xid = {k: xid[k] for k in ("kind", "severity", "gpu", "code", "message", "detail")}
+    assert _cause(_events({**xid, "ts": T0}, {**timeout, "ts": T0 + timedelta(minutes=25)}))[:2] == ("hang", "watchdog-timeout")
+    fatal = {**xid, "severity": "error", "detail": xid["detail"].replace('"fatal": false', '"fatal": true')}
+    assert _cause(_events({**fatal, "ts": T0}, {**timeout, "ts": T0 + timedelta(minutes=25)}))[0] != "hang"
+
+
 def test_a_hang_names_the_straggler() -> None:
     rows = []
     for rank, done in ((0, 41), (1, 40), (2, 41)):

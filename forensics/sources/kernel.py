@@ -229,6 +229,8 @@ def _xid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     }  # fmt: skip
     detail.update(_xid_text_fields(code, body))
     severity = "critical" if code in (48, 79, 95, 140) else _SEVERITY_BY_ACTION.get(action or "", "error")
+    if detail.get("fatal") is False:  # an NVLink5 unit line marked Nonfatal: logged, then ignored (FACTS C1d)
+        severity = "warning"
     return row("gpu.xid", severity, detail, gpu=canonical_bdf(bus), pid=pid, code=code)
 
 
