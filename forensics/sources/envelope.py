@@ -23,6 +23,7 @@ form                   example
 
 from __future__ import annotations
 
+import re
 import tomllib
 from functools import cache, lru_cache
 from importlib import resources
@@ -36,7 +37,7 @@ _LEVEL = r"emerg|alert|crit|err|warn|warning|notice|info|debug"
 _MONTH = r"(?:[^\W\d_]{3,5}\.?|\d{1,2}[月월])"
 
 #: The stamp alternatives (in the order the envelope tries them), and what may follow a stamp.
-_STAMPS = (
+_STAMP = (
     r"(?:\[ *(?P<mono>\d+\.\d+)(?: <\s*(?P<delta>\d+\.\d+)>)?\]"
     r"|\[ *\+(?P<rel>\d+\.\d+)\]"
     r"|\[(?P<human>[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d)\]"
@@ -44,7 +45,7 @@ _STAMPS = (
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
     r"|(?P<full>[A-Z][a-z]{2} (?P<fdate>\d{4}-\d\d-\d\d) (?P<ftime>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<fzone>[A-Za-z]{1,6}|[+-]\d\d(?::?\d\d)?))"
     r"|(?P<unix>\d{9,11}\.\d{1,9})"
-    rf"|(?P<sys>{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?))?"
+    rf"|(?P<sys>{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?))"
 )
 _AFTER_STAMP = (
     r"(?:\[ *(?P<caller>[TC]\d+)\])?"
@@ -60,20 +61,18 @@ ENVELOPE = (
     r"|(?:<(?P<pri>\d{1,3})>)?"
     rf"(?:(?P<tip>[\w.:-]+): (?P<tfac>{_FACILITY}): +(?P<tlvl>\w+): \[(?P<tts>\d{{4}}-[^\]]+)\]:)?"
     rf"(?:(?P<xfac>{_FACILITY}) *:(?P<xlvl>{_LEVEL}) *: )?"
-    + _STAMPS + _AFTER_STAMP + r")"
+    + _STAMP + "?" + _AFTER_STAMP + r")"
 )
 
-#: Lines that open with a stamp: no RFC 5424, /dev/kmsg, priority, Talos or ``-x`` prefix can match
-#: them (those need ``<``, ``N,N,``, ``word: `` or ``word :`` first), so the envelope reads them with
+#: Lines that open with a stamp or a ``[``: no RFC 5424, /dev/kmsg, priority, Talos or ``-x`` prefix can
+#: match them (those need ``<``, ``N,N,``, ``word: `` or ``word :`` first), so the envelope reads them with
 #: :data:`_STAMPED` — the same groups after those prefixes, and the same result — which the regex
 #: engine runs several times faster than the whole alternation. (``dmesg``, ``-T``, kern.log,
 #: journalctl short*: nearly every line of a kernel log.)
-_STAMP_OPENING = (
-    r"^(?:\[|\d{4}-\d\d-\d\dT\d\d:|\d{9,11}\.\d|[A-Z][a-z]{2} \d{4}-\d\d-\d\d "
-    rf"|(?:{_MONTH}) +\d{{1,2}} \d\d:\d\d:\d\d)"
-)
-_STAMPED = r"^(?P<env>" + _STAMPS + _AFTER_STAMP + r")"
-_PREFIX_GROUPS = ("p5", "ts5", "h5", "a5", "pid5", "kpri", "kseq", "kus", "pri", "tip", "tfac", "tlvl", "tts", "xfac", "xlvl")
+_STAMP_OPENING = r"^(?:\[|" + _STAMP + ")"
+_STAMPED = r"^(?P<env>" + _STAMP + "?" + _AFTER_STAMP + r")"
+#: The groups of the prefixes :data:`_STAMPED` leaves out (null on the lines it reads).
+_PREFIX_GROUPS = tuple(sorted(re.compile(ENVELOPE).groupindex.keys() - re.compile(_STAMPED).groupindex.keys()))
 
 #: After a syslog-style stamp: ``[host] ident[pid]: [uptime] [caller]``.
 SYSLOG_HEAD = (
@@ -168,21 +167,16 @@ def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
     """The envelope columns of some lines (no syslog head yet)."""
     # One pass reduces the regex groups to the final columns, a morsel at a time, so the
     # dozens of mostly-null group columns never exist for the whole file at once.
+    def groups_of(rows: pl.Series, regex: str) -> pl.LazyFrame:  # the regex groups of some lines, numbered
+        return pl.LazyFrame({"raw": raw.filter(rows), "n": rows.arg_true()}).with_columns(
+            e=pl.col("raw").str.extract_groups(regex)).unnest("e")  # fmt: skip
+
     opening = raw.str.contains(_STAMP_OPENING)
     parts = []
     if opening.any():
-        parts.append(
-            pl.LazyFrame({"raw": raw.filter(opening), "n": opening.arg_true()})
-            .with_columns(e=pl.col("raw").str.extract_groups(_STAMPED))
-            .unnest("e")
-            .with_columns(pl.lit(None, pl.String).alias(g) for g in _PREFIX_GROUPS)
-        )
+        parts.append(groups_of(opening, _STAMPED).with_columns(pl.lit(None, pl.String).alias(g) for g in _PREFIX_GROUPS))
     if not parts or not opening.all():
-        parts.append(
-            pl.LazyFrame({"raw": raw.filter(~opening), "n": (~opening).arg_true()})
-            .with_columns(e=pl.col("raw").str.extract_groups(ENVELOPE))
-            .unnest("e")
-        )
+        parts.append(groups_of(~opening, ENVELOPE))
     groups = parts[0] if len(parts) == 1 else parts[0].merge_sorted(parts[1].select(parts[0].collect_schema().names()), key="n")
     return groups.select(**_envelope_columns()).pipe(collect, raw.len())
 

@@ -111,17 +111,21 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     df = env.with_columns(blank=blank, marker=marker, raw_indented=raw.str.contains(r"^\s+\S"))
     # The envelope may have eaten one space of an unstamped line: look at the line as printed.
     indented = ~stamped & pl.col("raw_indented")
+    # Inside a record an unstamped line loses the indentation that aligned it under the stamp.
+    piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg) if stamp_share < 1 else msg
+    # The kernel prefilter, run once here on the piece: ``kflag`` says which records may belong to a
+    # family. (A line that may be wrapped has no indentation: its piece is its message.)
+    flagged = piece.str.contains(KERNEL.prefilter())
+    free = msg.str.contains(rules.any_cont)
     # A line without a stamp in a stamped file was wrapped by a terminal or a pager.
     # (Unless it is a record of its own: a family line pasted without its stamp.)
-    # The kernel prefilter, run once here: ``kflag`` says which records may belong to a family.
-    flagged = msg.str.contains(KERNEL.prefilter())
-    free = msg.str.contains(rules.any_cont)
     wrapped = ~stamped & pl.lit((stamp_share or 0.0) >= 0.5) & ~free & ~msg.str.contains(r"^\s") & ~flagged
     df = (
         df.lazy()
         .with_columns(
             cont0=~pl.col("blank") & ~pl.col("marker") & (indented | wrapped | free),
             kflag=flagged,
+            piece=piece,
             tagged=msg.str.contains(_alt([*rules.heads.values(), *rules.context.values()])),
         )
         .pipe(collect, df.height)
@@ -146,14 +150,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
         & (pl.col("cont0") | (pl.col("ctag").is_not_null() & (pl.col("open_tag") == pl.col("ctag"))))
     ).fill_null(False)  # fmt: skip
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
-    # Inside a record an unstamped line loses the indentation that aligned it under the stamp.
-    piece = pl.when(~stamped).then(msg.str.strip_chars_start()).otherwise(msg) if stamp_share < 1 else msg
-    df = df.with_columns(rec=start.cum_sum() - 1, piece=piece, head=start)
-    if stamp_share < 1:  # the prefilter sees the piece: for an unstamped line, without its indentation
-        rows = df.get_column("stamped").not_().arg_true()
-        again = df.get_column("piece").gather(rows).str.contains(KERNEL.prefilter())
-        df = df.with_columns(df.get_column("kflag").scatter(rows, again))
-    return df.drop(
+    return df.with_columns(rec=start.cum_sum() - 1, head=start).drop(
         "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
     )
 
