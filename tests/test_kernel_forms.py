@@ -173,6 +173,47 @@ def test_oom_report_is_one_record_with_the_victim() -> None:
     assert oom["detail"]["cgroup_oom"] is True and oom["message"].count("\n") == 8
 
 
+def test_a_4_4_oom_report_ends_with_its_killed_process_line() -> None:
+    text = (
+        "[ 102.000000] python invoked oom-killer: gfp_mask=0x24280ca, order=0, oom_score_adj=0\n"
+        "[ 102.000001] python cpuset=/ mems_allowed=0-1\n"
+        "[ 102.000002]  ffff880fd3a0bc38 ffffffff813f7583 ffff880fd3a0bd10 ffff880fd3a0bd10\n"
+        "[ 102.000003] Call Trace:\n"
+        "[ 102.000004]  [<ffffffff8120b18e>] dump_header+0x5a/0x1c5\n"
+        "[ 102.000005] Out of memory: Kill process 4242 (python) score 912 or sacrifice child\n"
+        "[ 102.000006] Killed process 4242 (python) total-vm:152345676kB, anon-rss:123456kB, file-rss:0kB\n"
+        "[ 103.000000] Killed process 77 (other) in a message of its own\n"
+    )
+    oom, other = rows(text)
+    assert (oom["kind"], oom["pid"], oom["detail"]["gfp_mask"], oom["message"].count("\n")) == ("host.oom_kill", 4242, "0x24280ca", 6)
+    assert (other["kind"], other["line"]) == ("other", 8)
+
+
+def test_an_sbridge_block_ends_at_its_count_line() -> None:
+    """sb_edac's MCE block takes the CE/UE count that closes it; the next count is an event of its own."""
+    text = (
+        "[ 104.100000] EDAC sbridge MC1: HANDLING MCE MEMORY ERROR\n"
+        "[ 104.100001] EDAC sbridge MC1: CPU 0: Machine Check Event: 0 Bank 7: 8c00004000010090\n"
+        "[ 104.100002] EDAC sbridge MC1: TSC 0 \n"
+        "[ 104.100003] EDAC MC1: 262 CE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0x123 "
+        "offset:0x0 grain:32 syndrome:0x0 -  OVERFLOW area:DRAM err_code:0001:0090 socket:0 ha:0 channel_mask:1 rank:0)\n"
+        "[ 110.200000] EDAC MC1: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0 (channel:0 slot:0 page:0x123 "
+        "offset:0x0 grain:32 syndrome:0x0)\n"
+    )
+    ce, ue = rows(text)
+    assert (ce["kind"], ce["line"], ce["detail"]["ce"], ce["detail"]["overflow"]) == ("host.edac", 1, 262, True)
+    assert (ue["kind"], ue["line"], ue["detail"]["ue"], ue["severity"]) == ("host.edac", 5, 1, "critical")
+
+
+def test_a_nic_driver_name_inside_a_word_is_no_nic() -> None:
+    """``device`` ends in ``ice`` (Intel's NIC driver): nvidia-smi's device-handle error is no net.nic,
+    and a file of it alone is an nvidia-smi dump naming the GPU it lost."""
+    line = "Unable to determine the device handle for GPU0000:A1:00.0: Unknown Error\n"
+    assert [r["kind"] for r in rows(f"[ 2.0] {line}[ 3.0] ice 0000:3b:00.0: Failed to init\n")] == ["other", "net.nic"]
+    (row,) = parse_bytes(line.encode(), file="nvidia-smi.txt").events.to_pylist()
+    assert (row["source"], row["kind"], row["gpu"]) == ("nvsmi", "gpu.missing", "0000:a1:00.0")
+
+
 def test_old_aer_requester_id_and_long_bit_names() -> None:
     (row,) = rows(
         "[ 1.0] pcieport 0000:00:1c.0: AER: Corrected error received: id=00e5\n"

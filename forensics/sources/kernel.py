@@ -77,14 +77,18 @@ class _RecordRules:
     any_cont: str
     context: dict[str, str]
     heads: dict[str, str]
+    last: str  # context lines that end their record (``last = true``)
 
 
 @cache
 def _record_rules() -> _RecordRules:
     data = tomllib.loads(resources.files("forensics.data").joinpath("kernel_records.toml").read_text("utf-8"))
     context: dict[str, list[str]] = {}
+    last: list[str] = []
     for block in data["context"]:
         context.setdefault(block["tag"], []).extend(block["patterns"])
+        if block.get("last"):
+            last.extend(block["patterns"])
     heads: dict[str, list[str]] = {}
     for block in data["head"]:
         heads.setdefault(block["tag"], []).append(block["pattern"])
@@ -92,6 +96,7 @@ def _record_rules() -> _RecordRules:
         any_cont=_alt(data["any"]),
         context={tag: _alt(p) for tag, p in context.items()},
         heads={tag: _alt(p) for tag, p in heads.items()},
+        last=_alt(last) if last else "$^",
     )
 
 
@@ -132,14 +137,16 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     )
     # Head and context tags are rare: find them on the few lines that can have one.
     rows = df.get_column("tagged").arg_true()
-    tags = df.select(pl.col("msg").gather(rows)).select(htag=_tag_expr(rules.heads), ctag=_tag_expr(rules.context))
+    tags = df.select(pl.col("msg").gather(rows)).select(
+        htag=_tag_expr(rules.heads), ctag=_tag_expr(rules.context), last=pl.col("msg").str.contains(rules.last)
+    )
     df = df.with_columns(
-        envelope.scatter(tags.get_column("htag"), rows, df.height).alias("htag"),
-        envelope.scatter(tags.get_column("ctag"), rows, df.height).alias("ctag"),
+        envelope.scatter(tags.get_column(name), rows, df.height).alias(name) for name in ("htag", "ctag", "last")
     )
     line_tag = (
         pl.when(pl.col("blank") | pl.col("marker")).then(pl.lit(""))
         .when(pl.col("htag").is_not_null()).then(pl.col("htag"))
+        .when(pl.col("ctag").is_not_null() & pl.col("last")).then(pl.lit(""))  # it ends its record
         .when(pl.col("ctag").is_not_null()).then(pl.col("ctag"))
         .when(pl.col("cont0")).then(pl.lit(None, pl.String))
         .otherwise(pl.lit(""))
@@ -151,7 +158,7 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     ).fill_null(False)  # fmt: skip
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
     return df.with_columns(rec=start.cum_sum() - 1, head=start).drop(
-        "cont0", "htag", "ctag", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
+        "cont0", "htag", "ctag", "last", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
     )
 
 
