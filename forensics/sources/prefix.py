@@ -54,7 +54,8 @@ _WHERE = r"[\w./\\-]+:\d+"
 
 #: Launcher prefixes; one is peeled per round (the first form that matches a line reads it).
 WRAPPER_FORMS = (
-    r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?)",
+    # OpenMPI prints no space after the tag; a pasted one is taken, unless it starts an indentation.
+    r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>:)(?P<mpi_sp> ?)(?P<mpi_more> ?)",
     r"(?P<num>\[(?P<num_n>\d+)\] )",
     r"(?P<rk>\[rank(?P<rk_n>\d+)\]: ?)",
     r"(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)\]: ?)",
@@ -138,7 +139,8 @@ def peel(df: pl.DataFrame) -> pl.DataFrame:
             numbered = _counts_up(found.get_column("num_n"))
         pdsh_ok = _pdsh_believed(found.get_column("pdsh_host"), state.get_column("msg"))
         pdsh = pl.col("pdsh") if pdsh_ok else pl.when(pl.col("pdsh_host").str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$")).then(pl.col("pdsh"))
-        matched = pl.coalesce("mpi", "num", "rk", "role", "ray", pdsh)
+        mpi = pl.concat_str("mpi", pl.when(pl.col("mpi_more") == "").then(pl.col("mpi_sp")).otherwise(pl.lit("")))
+        matched = pl.coalesce(mpi, "num", "rk", "role", "ray", pdsh)
         num = pl.col("num_n").cast(pl.Int64, strict=False)
         found = found.select(
             matched=matched,
