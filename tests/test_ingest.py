@@ -423,3 +423,28 @@ def test_untimed_lines_take_the_time_of_their_twin_and_addresses_are_the_folders
     twin = ev.row(0, named=True)
     assert twin["ts"] == ev["ts"][1] and '"ts_from":"twin"' in twin["detail"].replace(" ", "")
     assert set(pl.from_arrow(t.files)["host"]) == {"node1", "node2"}
+
+
+def test_a_pdsh_address_beside_nccls_host_name_and_a_late_host_name_are_the_hosts(tmp_path: Path) -> None:
+    """pdsh run by address prefixes each line with it, NCCL names the host: one machine. A journal's
+    first lines of a boot say ``localhost``: no machine's name, so the file's host."""
+    inc = tmp_path / "inc"
+    (inc / "gpu-node-007").mkdir(parents=True)
+    pre = "10.20.1.7: 10.20.1.7: "
+    (inc / "gpu-node-007" / "train.log").write_text(
+        f"{pre}gpu-node-007:4711:4798 [3] NCCL INFO comm 0x7f00 rank 3 nranks 16 cudaDev 3 busId 5d000 - Init COMPLETE\n"
+        f"{pre}[rank3]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600450 milliseconds before timing out.\n"
+    )  # fmt: skip
+    (inc / "gpu-node-007" / "journal.log").write_text(
+        "-- Boot 4f1f0a6ad8b04e3c9a8c1f1c2a3b4c5d --\n"
+        "2025-01-25T10:00:01+0000 localhost kernel: Linux version 5.15.0-119-generic (buildd@lcy02-amd64-080)\n"
+        "2025-01-25T10:00:09+0000 gpu-node-007 systemd[1]: Started Journal Service.\n"
+        "2025-01-25T10:35:02+0000 gpu-node-007 kernel: NVRM: Xid (PCI:0000:5d:00): 79, GPU has fallen off the bus.\n"
+    )
+    (inc / "incident.toml").write_text('id = "aliases"\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events)
+    assert set(ev["host"]) == {"gpu-node-007"} and set(pl.from_arrow(t.files)["host"]) == {"gpu-node-007"}
+    assert ev.filter(pl.col("kind") == "torch.watchdog_timeout")["rank"].to_list() == [3]

@@ -160,6 +160,18 @@ def test_a_nonfatal_nvlink5_xid_before_the_timeouts_leaves_a_hang() -> None:
     assert _cause(_events({**fatal, "ts": T0}, {**timeout, "ts": T0 + timedelta(minutes=25)}))[0] != "hang"
 
 
+def test_a_crash_kept_by_pstore_is_of_an_earlier_boot_and_leaves_a_hang() -> None:
+    """pstore keeps how the boot before ended (an operator's sysrq crash): untimed, but older than the
+    job, so the timeouts are not its followers."""
+    panic = {"source": "kernel", "kind": "host.panic", "severity": "critical", "uptime_s": 8123.4,
+             "message": "Kernel panic - not syncing: sysrq triggered crash"}  # fmt: skip
+    timeout = {"source": "torch", "file": "h/train.log", "kind": "torch.watchdog_timeout", "severity": "error",
+               "message": "Watchdog caught collective operation timeout", "rank": 3, "ts": T0}  # fmt: skip
+    for name, cause in (("h/pstore/dmesg-erst-7012345678901234561", "hang"), ("h/dmesg-efi-173892211101", "hang"),
+                        ("h/dmesg.log", "unknown")):  # an untimed panic of this boot may explain them  # fmt: skip
+        assert _cause(_events({**panic, "file": name}, timeout))[0] == cause, name
+
+
 def test_a_hang_names_the_straggler() -> None:
     rows = []
     for rank, done in ((0, 41), (1, 40), (2, 41)):

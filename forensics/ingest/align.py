@@ -6,7 +6,10 @@ All of it is Polars over the incident's rows; nothing here reads files.
 ``host:pid:tid`` prefixes, torchrun reports); else the host its container names (a bug report's
 ``uname:`` line, a sosreport's ``hostname``); else the first folder below the incident root (an
 archive's name without its endings). Rows that name no host get their file's. A file whose rows name
-only an IPv4 address (Talos' ``dmesg``, a pdsh prefix) in a host's folder is that folder's host.
+only an IPv4 address (Talos' ``dmesg``, a pdsh prefix) in a host's folder is that folder's host; one
+address beside one name (pdsh by address before NCCL's ``host:pid:tid``) is that name's alias. A name
+that names no machine (``localhost``, ``(none)``: what a journal prints before the host name is set,
+early in a boot) counts as no name.
 
 *Clocks* — ``detail.ts_from`` says how each ``ts`` was obtained:
 
@@ -66,11 +69,14 @@ def _detail(key: str) -> pl.Expr:
 
 def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[str, str]) -> pl.DataFrame:
     """``files`` with its ``host`` column decided (see the module docstring)."""
+    address = pl.col("host").str.contains(_IPV4)
     from_rows = (
-        events.filter(pl.col("host").is_not_null())
+        events.filter(pl.col("host").is_not_null() & ~_placeholder(pl.col("host")))
         .group_by("file", "host").agg(n=pl.len())
         .sort(["file", "n", "host"], descending=[False, True, False])
-        .group_by("file", maintain_order=True).agg(content=pl.col("host").first(), _hosts=pl.len())
+        .group_by("file", maintain_order=True)
+        .agg(content=pl.col("host").first(), named=pl.col("host").filter(~address).first(),
+             _names=(~address).sum(), _addresses=address.sum())
     )  # fmt: skip
     containers = pl.DataFrame(
         {"container": list(container_hosts), "from_container": list(container_hosts.values())},
@@ -78,16 +84,19 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
     )
     folder = pl.col("file").str.split("#").list.first()
     first_dir = pl.when(folder.str.contains("/")).then(folder.str.split("/").list.first())
+    one_address = pl.col("_addresses") == 1
     out = (
         files.join(from_rows, on="file", how="left")
         .join(containers, on="container", how="left")
         .with_columns(folder=first_dir.map_elements(strip_archive, return_dtype=pl.String))
-        # A file whose rows name one host by its IPv4 address (Talos' dmesg, a pdsh prefix) in a host's
-        # folder is that host's: the address is an alias of the folder's name.
-        .with_columns(content=pl.when(_only_address("content") & pl.col("folder").is_not_null()).then(None)
-                      .otherwise(pl.col("content")))
+        # One IPv4 address beside one name (a pdsh prefix by address before NCCL's host name) is an
+        # alias of that name; an address alone (Talos' dmesg, a pdsh prefix) in a host's folder is an
+        # alias of the folder's name.
+        .with_columns(content=pl.when(one_address & (pl.col("_names") == 1)).then(pl.col("named"))
+                      .when(one_address & (pl.col("_names") == 0) & pl.col("folder").is_not_null()).then(None)
+                      .otherwise(pl.col("content")))  # fmt: skip
         .with_columns(host=short_host(pl.coalesce("content", "from_container", "folder")))
-        .drop("content", "from_container", "folder", "_hosts")
+        .drop("content", "named", "from_container", "folder", "_names", "_addresses")
     )
     return out
 
@@ -95,17 +104,22 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
 _IPV4 = r"^\d{1,3}(?:\.\d{1,3}){3}$"
 
 
-def _only_address(column: str) -> pl.Expr:
-    return pl.col(column).str.contains(_IPV4) & (pl.col("_hosts") == 1)
+def _placeholder(host: pl.Expr) -> pl.Expr:
+    """Host names that name no machine: the journal's before the host name is set."""
+    return host.str.contains(r"^(?:localhost(?:\.localdomain)?|\(none\))$")
 
 
 def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
-    """Rows that name no host get their file's."""
+    """Rows that name no host get their file's; the address alias decided by :func:`file_hosts` (a
+    file's one IPv4 address, beside at most one name) becomes the file's host."""
     hosts = files.select("file", file_host="host")
-    out = events.join(hosts, on="file", how="left", maintain_order="left")
-    # The address alias decided by file_hosts: a file's one host, an IPv4 address, under a named folder.
-    named = pl.col("host").n_unique().over("file") - pl.col("host").is_null().any().over("file").cast(pl.UInt32)
-    alias = (pl.col("host").str.contains(_IPV4) & (named == 1)
+    out = events.join(hosts, on="file", how="left", maintain_order="left").with_columns(
+        host=pl.when(_placeholder(pl.col("host"))).then(None).otherwise(pl.col("host"))
+    )
+    address = pl.col("host").str.contains(_IPV4)
+    addresses = pl.col("host").filter(address).n_unique().over("file")
+    names = pl.col("host").filter(~address).n_unique().over("file")
+    alias = (address & (addresses == 1) & (names <= 1)
              & pl.col("file_host").is_not_null() & (pl.col("file_host") != pl.col("host")))  # fmt: skip
     return out.with_columns(
         host=pl.when(alias).then(pl.col("file_host")).otherwise(pl.coalesce("host", "file_host"))

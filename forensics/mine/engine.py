@@ -149,12 +149,16 @@ def prepare(events: pl.LazyFrame, library: Library) -> pl.DataFrame:
 #: A follower's cause must lie this close before the job's end (the rules' default horizon): an Xid
 #: from two days before does not make the job's untimed timeouts its followers.
 FOLLOWER_HORIZON_US = 2 * 3_600_000_000
+#: Files that keep how an earlier boot ended (pstore's ERST/EFI/ramoops records, as the kernel and
+#: systemd-pstore store them): their untimed rows happened before this boot, so before the job.
+PREVIOUS_BOOT_FILES = r"(?:^|/)pstore/|(?:^|/)dmesg-(?:erst|efi|efi_pstore|ramoops)-\d+(?:\.txt)?$"
 
 
 def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataFrame:
     rows: list[pl.Series] = []
     ends = incident_ends(p)
-    recent = pl.col("t").is_null() | pl.col("end").is_null() | (pl.col("t") >= pl.col("end") - FOLLOWER_HORIZON_US)
+    recent = (pl.col("t").is_null() & ~pl.col("file").str.contains(PREVIOUS_BOOT_FILES)) | pl.col("end").is_null() \
+        | (pl.col("t") >= pl.col("end") - FOLLOWER_HORIZON_US)  # fmt: skip
     for f in followers:
         later = matching(p, f.match, ["row", *_ATTRS], followers=False)
         before = matching(p, f.after, ["row", *_ATTRS], followers=False)
