@@ -55,6 +55,10 @@ PREFIXES = [
     ("\x1b[32m04/15 10:00:01 - mmengine - INFO - \x1b[0mEpoch(train) [1][10/100]",
      {"msg": "Epoch(train) [1][10/100]", "level": "info", "yearless_stamp": "04-15T10:00:01"}),
     ("WARNING:root:overflow", {"msg": "overflow", "level": "warning"}),
+    # OpenMPI adds no space after its tag: an indented line keeps its indentation; one pasted space goes.
+    ('[1,0]<stdout>:  File "/usr/local/bin/torchrun", line 8, in <module>',
+     {"msg": '  File "/usr/local/bin/torchrun", line 8, in <module>', "rank": 0}),
+    ("[1,2]<stderr>: iter 100: loss 2.3125", {"msg": "iter 100: loss 2.3125", "rank": 2}),
 ]
 
 
