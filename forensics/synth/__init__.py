@@ -34,7 +34,7 @@ from pathlib import Path
 from ..errors import InputError
 from .causes import SCENARIOS, WEIGHTS, Ctx
 from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
-from .job import nccl_init, torchrun_report, train_steps
+from .job import nccl_init, ras_report, torchrun_report, train_steps
 from .logs import Gpu, HostLog, ctime
 from .styles import Style
 
@@ -58,6 +58,8 @@ BAD_CLOCK_SHARE = 0.03
 BUG_REPORT_SHARE = 0.08
 ROTATED_SHARE = 0.4
 TRUNCATED_SHARE = 0.05
+#: The share of hosts whose archive holds a pstore record of an earlier boot's crash.
+PSTORE_SHARE = 0.04
 MARKER = ".forensics-synth"  # marks a folder this generator wrote, which a later run may replace
 MTIME = 1735689600  # 2025-01-01: fixed archive member times, so output is byte-identical per seed
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
@@ -150,12 +152,13 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     logs: list[HostLog] = []
     for i, host in enumerate(hosts):
         boot = started - timedelta(seconds=rng.randrange(600, 40 * 86400))
-        gpus = [Gpu(bus, fleet.cards[(host, bus)], minor, 8 * i + minor, 10000 + rng.randrange(50000) + minor)
-                for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
+        gpus = [Gpu(bus, fleet.cards[(host, bus)], minor, 8 * i + minor, 10000 + rng.randrange(50000) + minor,
+                    fleet.domains[host]) for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
         # NTP keeps clocks within a second or so; now and then a host's has drifted by minutes.
         skew = rng.uniform(90, 300) * rng.choice([-1, 1]) if rng.random() < BAD_CLOCK_SHARE else rng.gauss(0, 0.6)
         log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng))
-        log.boot_messages(rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))
+        log.boot_messages("4.4.0-210-generic" if log.style.kernel == "4.4" else
+                          rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))  # fmt: skip
         log.noise(started, fail, misleading=host != fail_host)
         logs.append(log)
     first = next(log for log in logs if log.host == fail_host)
@@ -193,6 +196,8 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         else:
             files.update(_host_files(log, started, taken, syslog=bool((n + i) % 2), rng=rng))
         files[f"{log.host}/train.log"] = log.job_log().encode()
+    if cause == "hang" and logs[0].style.nccl == "2.26":  # someone asked NCCL's RAS what the job waits on
+        files[f"{logs[0].host}/ncclras.txt"] = ras_report(logs[0], logs, ctx.seq, ctx.g).encode()
     bystanders = [log.host for log in logs if log.host != fail_host and f"{log.host}/dmesg.log" in files]
     if bystanders and rng.random() < TRUNCATED_SHARE:  # copied while still being written
         name = f"{rng.choice(bystanders)}/dmesg.log"
@@ -200,7 +205,7 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         damage.append(f"{name} truncated")
     label = {
         "root_cause": cause, "first_host": fail_host, "first_rank": ctx.g.rank,
-        "first_gpu": None if ctx.host_level else f"0000:{fail_bus}:00.0",
+        "first_gpu": None if ctx.host_level else f"{ctx.g.pci}:00.0",
         "first_serial": None if ctx.host_level else first_serial,
         "failed_at": f"{fail:%Y-%m-%dT%H:%M:%SZ}", "lemon": lemon,
     }  # fmt: skip
@@ -247,10 +252,11 @@ def _host_files(log: HostLog, start: datetime, taken: datetime, *, syslog: bool,
         out[f"{log.host}/journal.{'export' if log.style.journal == 'export' else 'json'}"] = log.journal_export()
     else:
         out[f"{log.host}/journal.log"] = log.journal().encode()
-    if log.style.smi_form == "text":
-        out[f"{log.host}/nvidia-smi-q.txt"] = log.nvidia_smi(taken).encode()
-    else:
-        out[f"{log.host}/nvidia-smi-q.xml"] = log.nvidia_smi_xml(taken).encode()
+    text = log.style.smi_form == "text"
+    dump = log.unreachable() or (log.nvidia_smi(taken) if text else log.nvidia_smi_xml(taken))
+    out[f"{log.host}/nvidia-smi-q.{'txt' if text else 'xml'}"] = dump.encode()
+    if rng.random() < PSTORE_SHARE:  # an earlier boot's crash, kept by pstore and copied along
+        out[f"{log.host}/pstore/dmesg-erst-{rng.getrandbits(63)}"] = log.pstore(rng).encode()
     if log.style.smi_csv:
         out[f"{log.host}/nvidia-smi-query.csv"] = log.nvidia_smi_csv(start, taken).encode()
     return out

@@ -51,13 +51,13 @@ class Ctx:
 def _off_bus(c: Ctx) -> None:
     form = c.rng.choice(["quoted", "plain", "no-xid"])  # the driver generations' wordings
     if form == "no-xid":  # 570.x: no Xid line, a three-line message whose continuations have no stamp
-        c.log.k(c.fail, f"NVRM: The NVIDIA GPU {bdf(c.g.bus)}\nNVRM: (PCI ID: {DEVICE_ID}) installed in this system has\n"
+        c.log.k(c.fail, f"NVRM: The NVIDIA GPU {bdf(c.g.pci)}\nNVRM: (PCI ID: {DEVICE_ID}) installed in this system has\n"
                         "NVRM: fallen off the bus and is not responding to commands.")  # fmt: skip
     else:
-        xid = xid_line(c.g.bus, 79, None, "GPU has fallen off the bus.")
+        xid = xid_line(c.g.pci, 79, None, "GPU has fallen off the bus.")
         if form == "plain":
-            xid = f"NVRM: Xid (PCI:0000:{c.g.bus}:00): 79, GPU has fallen off the bus."
-        c.log.k(c.fail, xid, f"NVRM: GPU {bdf(c.g.bus)}: GPU has fallen off the bus.")
+            xid = f"NVRM: Xid (PCI:{c.g.pci}:00): 79, GPU has fallen off the bus."
+        c.log.k(c.fail, xid, f"NVRM: GPU {bdf(c.g.pci)}: GPU has fallen off the bus.")
     c.g.lost = True
     traceback(c.log, c.g, c.s(3), "RuntimeError: CUDA error: unspecified launch failure")
     c.die(c.log, c.g, -6)
@@ -65,7 +65,7 @@ def _off_bus(c: Ctx) -> None:
 
 
 def pcie_link(c: Ctx) -> None:
-    bus = c.g.bus
+    bus = c.g.pci
     for n in range(c.rng.randrange(0, 6)):  # a corrected burst often comes first, not always
         c.log.k(c.s(-600 + n * 40 + c.rng.random()), *aer_record(bus, "corrected", c.rng, c.log.style.aer))
     c.log.k(c.s(-1.5), *aer_record(bus, "fatal", c.rng, c.log.style.aer))
@@ -80,19 +80,26 @@ def gpu_hardware(c: Ctx) -> None:
         return
     if kind == "gsp":
         new = c.rng.random() < 0.5  # 535 wording, or 550+ (45 s, a sequence number)
+        gpu = f"NVRM: GPU{c.g.minor}"  # newer drivers put the GPU's index before the message
+        if new:
+            c.log.k(c.s(-0.5), f"{gpu} _kgspIsHeartbeatTimedOut: Heartbeat timed out, curtime 0x{c.rng.getrandbits(40):x} "
+                               f"lastHeartbeatTime 0x{c.rng.getrandbits(40):x} lastHeartbeatTimeDiff 0x{c.rng.getrandbits(24):x}")  # fmt: skip
         for n in range(2):
             text = (f"Timeout after 45s of waiting for RPC response from GPU{c.g.minor} GSP! Expected function 76 "
                     f"(GSP_RM_CONTROL) sequence {24174 + n} (0x20801322 0x808)." if new else
                     f"Timeout after 6s of waiting for RPC response from GPU{c.g.minor} GSP! Expected function 76 "
                     "(GSP_RM_CONTROL) (0x20800a4c 0x4).")  # fmt: skip
-            c.log.k(c.s(n * (45 if new else 6)), xid_line(c.g.bus, 119, c.g.pid, text))
+            banner = [f"{gpu} _kgspLogXid119: " + "*" * 33 + " GSP Timeout " + "*" * 34] if new else []
+            c.log.k(c.s(n * (45 if new else 6)), *banner, xid_line(c.g.pci, 119, c.g.pid, text),
+                    f"{gpu} GSP RPC buffer contains function 76 (GSP_RM_CONTROL) and data 0x0000000020801322 0x0000000000000808.",
+                    f"{gpu} RPC history (CPU -> GSP):")  # fmt: skip
     else:
-        c.log.k(c.fail, xid_line(c.g.bus, 62, c.g.pid, "Internal micro-controller halt (newer drivers)"))
+        c.log.k(c.fail, xid_line(c.g.pci, 62, c.g.pid, "Internal micro-controller halt (newer drivers)"))
     c.others_time_out(lagging=c.g)
 
 
 def gpu_memory(c: Ctx) -> None:
-    bus = c.g.bus
+    bus = c.g.pci
     c.log.k(c.fail, xid_line(bus, 48, c.g.pid, "An uncorrectable double bit error (DBE) has been detected on GPU in "
                              "the framebuffer at partition 6, subpartition 0."))  # fmt: skip
     c.log.k(c.s(0.01), xid_line(bus, 63, c.g.pid, f"Row Remapper: New row (0x{c.rng.getrandbits(36):014x}) marked for "
@@ -110,13 +117,13 @@ def nvlink(c: Ctx) -> None:
     if c.rng.random() < 0.4:  # NVLink5 (Blackwell, 570+): unit errors with sub-fields, a Nonfatal one first
         link = c.rng.randrange(18)
         c.log.k(c.s(-c.rng.randrange(60, 900)),
-                f"NVRM: Xid (PCI:0000:{c.g.bus}:00): 145, {nvlink5('RLW_SRC_TRACK', False, link, c.rng)}")
+                f"NVRM: Xid (PCI:{c.g.pci}:00): 145, {nvlink5('RLW_SRC_TRACK', False, link, c.rng)}")
         for n, g in enumerate((c.g, peer)):
-            c.log.k(c.s(n * 0.3), f"NVRM: Xid (PCI:0000:{g.bus}:00): 149, {nvlink5('NETIR_LINK_EVT', True, link, c.rng)}")
-        c.log.k(c.s(1.1), xid_line(c.g.bus, 45, c.g.pid, f"Ch {c.rng.randrange(8, 64):08x}, caused by previous Xid 149"))
+            c.log.k(c.s(n * 0.3), f"NVRM: Xid (PCI:{g.pci}:00): 149, {nvlink5('NETIR_LINK_EVT', True, link, c.rng)}")
+        c.log.k(c.s(1.1), xid_line(c.g.pci, 45, c.g.pid, f"Ch {c.rng.randrange(8, 64):08x}, caused by previous Xid 149"))
     else:
         for n, g in enumerate((c.g, peer)):
-            c.log.k(c.s(n * 0.3), xid_line(g.bus, 74, g.pid, f"NVLink: fatal error detected on link {c.rng.randrange(18)}"
+            c.log.k(c.s(n * 0.3), xid_line(g.pci, 74, g.pid, f"NVLink: fatal error detected on link {c.rng.randrange(18)}"
                                            "(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"))  # fmt: skip
     traceback(c.log, c.g, c.s(2), "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
               "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")  # fmt: skip
@@ -150,16 +157,26 @@ def network(c: Ctx) -> None:
         "status": f"NET/IB : Got completion from peer {ip}<{port}> with status=12 opcode=0 len=0 vendor err 129 (Recv) "
                   f"localGid fd00::{local + 1} remoteGidsfd00::99",
         "ibp": f"NET/IBP : Got completion from peer {ip}<{port}> with error 12, opcode 0, len 0, vendor err 129",
-    }[c.log.style.ib]  # fmt: skip
-    c.log.j(c.fail, "", f"{pre} transport/net_ib.cc:1696 NCCL WARN {wc}",
-            f"{pre} NCCL INFO transport/net.cc:1302 -> 6", f"{pre} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
+    }.get(c.log.style.ib)  # fmt: skip
+    if wc is None:  # aws-ofi-nccl on EFA: its own wording, its own file:line
+        c.log.j(c.fail, "", f"{pre} nccl_ofi_rdma.cpp:1489 NCCL WARN NET/OFI Request 0x7f{c.rng.getrandbits(32):08x} completed "
+                            "with error. RC: 21. Error: 21 (Is a directory). Completed length: 0",
+                f"{pre} register_mr_buffers:465 NCCL WARN NET/OFI Unable to register memory (type = 1) for buffer "
+                f"0x7f{c.rng.getrandbits(32):08x} of size 4194304", rank=c.g.rank)  # fmt: skip
+    else:
+        c.log.j(c.fail, "", f"{pre} transport/net_ib.cc:1696 NCCL WARN {wc}", rank=c.g.rank)
+    c.log.j(c.fail, f"{pre} NCCL INFO transport/net.cc:1302 -> 6", f"{pre} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
             rank=c.g.rank)  # fmt: skip
+    for n, g in enumerate(c.log.gpus):  # the failed rank's local peers lose their proxy connection to it
+        if g is not c.g and n % 3 == 0:
+            c.log.j(c.s(1), f"{c.log.host}:{g.pid}:{g.pid + 92} [{n}] NCCL INFO [Service thread] Connection closed by "
+                            f"localRank {local}", rank=g.rank)  # fmt: skip
     c.others_time_out()
 
 
 def numerical(c: Ctx) -> None:
     c.nan_from = -1  # set by the caller: the step a few steps before the failure
-    bus = c.g.bus
+    bus = c.g.pci
     c.log.k(c.fail, xid_line(bus, 31, c.g.pid, f"Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS "
                              f"GPCCLIENT_T1_0 faulted @ 0x7f{c.rng.getrandbits(28):07x}_00000000. Fault is of type "
                              "FAULT_PDE ACCESS_TYPE_VIRT_READ"))  # fmt: skip
@@ -169,7 +186,13 @@ def numerical(c: Ctx) -> None:
 
 
 def code_bug(c: Ctx) -> None:
-    if c.rng.random() < 0.5:
+    if c.rng.random() < 0.5 and c.log.style.watchdog == "old":  # old PyTorch: THCUNN's templated kernel
+        c.log.j(c.fail, *(f"/opt/conda/conda-bld/pytorch_1573049310284/work/aten/src/THCUNN/SpatialClassNLLCriterion.cu:104: "
+                          "void cunn_SpatialClassNLLCriterion_updateOutput_kernel(T *, T *, T *, long *, T *, int, int, int, "
+                          f"int, int, long) [with T = float, AccumT = float]: block: [0,0,0], thread: [{t},0,0] Assertion "
+                          "`t >= 0 && t < n_classes` failed." for t in range(920, 923)), rank=c.g.rank)  # fmt: skip
+        traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
+    elif c.rng.random() < 0.5:
         c.log.j(c.fail, *(f"[rank{c.g.rank}]: ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_"
                           f"kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
                           for t in range(3)), rank=c.g.rank)  # fmt: skip
@@ -185,19 +208,37 @@ def code_bug(c: Ctx) -> None:
 
 def gpu_oom(c: Ctx) -> None:
     local = c.log.gpus.index(c.g)
-    traceback(c.log, c.g, c.fail, f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU "
-              f"{local} has a total capacity of 79.10 GiB of which 1.94 GiB is free. Including non-PyTorch memory, "
-              "this process has 77.15 GiB memory in use.")  # fmt: skip
+    if c.log.style.watchdog == "old":  # PyTorch 1.x-2.0: torch.cuda's class, the capacity in parentheses
+        text = (f"torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB (GPU {local}; 79.10 GiB "
+                "total capacity; 74.12 GiB already allocated; 1.94 GiB free; 76.50 GiB reserved in total by PyTorch) If "
+                "reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.")  # fmt: skip
+    else:  # 2.4+: torch's class; other processes on the GPU are listed
+        other = f"Process {c.rng.randrange(2000, 90000)} has 6.00 GiB memory in use. " if c.rng.random() < 0.4 else ""
+        text = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU {local} has a total "
+                f"capacity of 79.10 GiB of which 1.94 GiB is free. {other}Including non-PyTorch memory, this process "
+                "has 77.15 GiB memory in use.")  # fmt: skip
+    traceback(c.log, c.g, c.fail, text)
     c.die(c.log, c.g, 1)
     c.others_time_out()
 
 
 def host_oom(c: Ctx) -> None:
     c.host_level = True
-    c.log.k(c.s(-0.2), "python invoked oom-killer: gfp_mask=0x140dca(GFP_HIGHUSER_MOVABLE|__GFP_COMP|__GFP_ZERO), "
-                       "order=0, oom_score_adj=0")  # fmt: skip
-    c.log.k(c.fail, f"Out of memory: Killed process {c.g.pid} (python) total-vm:1532471824kB, anon-rss:198123452kB, "
-                    "file-rss:81232kB, shmem-rss:12288kB, UID:0 pgtables:412340kB oom_score_adj:0")  # fmt: skip
+    if c.log.style.kernel == "4.4":  # no flag names, raw stack words, [<ffffffff…>] frames; "Kill process"
+        words = " ".join(f"ffff88{c.rng.getrandbits(40):010x}" for _ in range(4))
+        c.log.k(c.s(-0.2), "python invoked oom-killer: gfp_mask=0x24280ca, order=0, oom_score_adj=0",
+                "python cpuset=/ mems_allowed=0-1",
+                f"CPU: 3 PID: {c.g.pid} Comm: python Tainted: P           OE   4.4.0-210-generic #242-Ubuntu",
+                f" {words}", "Call Trace:", " [<ffffffff813f7583>] dump_stack+0x63/0x90",
+                " [<ffffffff8120b18e>] dump_header+0x5a/0x1c5", " [<ffffffff81192ae2>] oom_kill_process+0x202/0x3c0")  # fmt: skip
+        c.log.k(c.fail, f"Out of memory: Kill process {c.g.pid} (python) score 912 or sacrifice child",
+                f"Killed process {c.g.pid} (python) total-vm:1532471824kB, anon-rss:198123452kB, file-rss:81232kB")  # fmt: skip
+    else:  # the invoker can be any task, its name with spaces (a JVM's "GC Thread#9" beside the job)
+        who = c.rng.choice(["python", "pt_main_thread", "GC Thread#9"])
+        c.log.k(c.s(-0.2), f"{who} invoked oom-killer: gfp_mask=0x140dca(GFP_HIGHUSER_MOVABLE|__GFP_COMP|__GFP_ZERO), "
+                           "order=0, oom_score_adj=0")  # fmt: skip
+        c.log.k(c.fail, f"Out of memory: Killed process {c.g.pid} (python) total-vm:1532471824kB, anon-rss:198123452kB, "
+                        "file-rss:81232kB, shmem-rss:12288kB, UID:0 pgtables:412340kB oom_score_adj:0")  # fmt: skip
     c.die(c.log, c.g, -9)
     c.others_time_out()
 
@@ -206,8 +247,24 @@ def host_memory(c: Ctx) -> None:
     c.host_level = True
     page = c.rng.getrandbits(22)
     c.log.k(c.s(-0.1), "mce: [Hardware Error]: Machine check events logged")
-    c.log.k(c.fail, f"EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 "
-                    f"page:0x{page:x} offset:0x400 grain:32 - err_code:0x00a0:0x0091 socket:1 imc:0 rank:0)")  # fmt: skip
+    form = c.log.style.edac
+    if form == "sbridge":  # sb_edac: the MCE block, then the count line; corrected errors came first
+        block = ["EDAC sbridge MC1: HANDLING MCE MEMORY ERROR", "EDAC sbridge MC1: CPU 0: Machine Check Event: 0 Bank 7: "
+                 f"{c.rng.choice(['cc00418000010091', '8c00004000010090'])}", "EDAC sbridge MC1: TSC 0 ",
+                 f"EDAC sbridge MC1: ADDR {page:x}940 ", "EDAC sbridge MC1: MISC 140686686 ",
+                 f"EDAC sbridge MC1: PROCESSOR 0:406f1 TIME {int(c.fail.timestamp())} SOCKET 0 APIC 0"]  # fmt: skip
+        c.log.k(c.s(-c.rng.randrange(300, 3000)), *block,
+                f"EDAC MC1: 262 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 page:0x{page:x} "
+                "offset:0x940 grain:32 syndrome:0x0 -  OVERFLOW area:DRAM err_code:0001:0091 socket:0 ha:0 channel_mask:2 rank:0)")  # fmt: skip
+        c.log.k(c.fail, *block, f"EDAC MC1: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 slot:0 "
+                f"page:0x{page:x} offset:0x940 grain:32 syndrome:0x0 -  area:DRAM err_code:0001:0091 socket:0 ha:0 "
+                "channel_mask:2 rank:0)")  # fmt: skip
+    elif form == "old":  # the oldest EDAC core wording: "N UE error on CPU#0Channel#2_DIMM#0"
+        c.log.k(c.fail, f"EDAC MC0: 1 UE error on CPU#0Channel#2_DIMM#0 (channel:2 slot:0 page:0x{page:x} offset:0x0 "
+                        "grain:8 syndrome:0x0)")  # fmt: skip
+    else:
+        c.log.k(c.fail, f"EDAC MC1: 1 UE memory read error on CPU_SrcID#1_MC#0_Chan#2_DIMM#0 (channel:2 slot:0 "
+                        f"page:0x{page:x} offset:0x400 grain:32 - err_code:0x00a0:0x0091 socket:1 imc:0 rank:0)")  # fmt: skip
     c.log.k(c.s(0.01), f"Memory failure: 0x{page:x}: Sending SIGBUS to python:{c.g.pid} due to hardware memory corruption")
     c.die(c.log, c.g, -7)
     c.others_time_out()
@@ -226,8 +283,8 @@ def storage(c: Ctx) -> None:
 
 def driver(c: Ctx) -> None:
     c.at_start = True
-    c.log.k(c.s(-5), f"NVRM: GPU {bdf(c.g.bus)}: RmInitAdapter failed! (0x25:0x65:1457)",
-            f"NVRM: GPU {bdf(c.g.bus)}: rm_init_adapter failed, device minor number {c.g.minor}")  # fmt: skip
+    c.log.k(c.s(-5), f"NVRM: GPU {bdf(c.g.pci)}: RmInitAdapter failed! (0x25:0x65:1457)",
+            f"NVRM: GPU {bdf(c.g.pci)}: rm_init_adapter failed, device minor number {c.g.minor}")  # fmt: skip
     traceback(c.log, c.g, c.fail, "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
     c.die(c.log, c.g, 1)
     c.others_time_out()

@@ -21,14 +21,36 @@ DEVICE_ID = "10de:2330"
 LEMON_KINDS = ("card", "slot", "node")
 
 
-def bdf(bus: str) -> str:
-    """``0000:18:00.0``: the GPU's PCI address as the kernel prints it."""
-    return f"0000:{bus}:00.0"
+#: The PCI domains of hosts whose GPUs are not in domain 0 (VMs that pass GPUs through on a domain
+#: of their own, Grace systems with a domain per socket): PROVENANCE's ``PCI:0001:6c:00``, ``PCI:0019:01:00``.
+DOMAINS = ("0001", "0019")
+DOMAIN_SHARE = 0.08
+#: Shares of hosts named by an address (``10-90-43-152``) or as a Kubernetes pod
+#: (``job-<uuid>-worker-0``, archived per pod) instead of ``gpu-node-NNN``.
+ADDRESS_NAME_SHARE = 0.06
+POD_NAME_SHARE = 0.04
 
 
-def port_of(bus: str) -> str:
-    """The PCIe switch downstream port above a GPU (the AER reporter)."""
-    return f"0000:{int(bus, 16) - 1:02x}:00.0"
+def bdf(pci: str) -> str:
+    """``0000:18:00.0``: the GPU's PCI address (``pci`` is ``domain:bus``) as the kernel prints it."""
+    return f"{pci}:00.0"
+
+
+def port_of(pci: str) -> str:
+    """The PCIe switch downstream port above a GPU (the AER reporter), in the GPU's domain."""
+    domain, bus = pci.split(":")
+    return f"{domain}:{int(bus, 16) - 1:02x}:00.0"
+
+
+def host_name(rng: random.Random, n: int) -> str:
+    """Most hosts are ``gpu-node-NNN``; some are named by their address or as a pod."""
+    roll = rng.random()
+    if roll < ADDRESS_NAME_SHARE:
+        return f"10-{rng.randrange(16, 120)}-{rng.randrange(256)}-{rng.randrange(1, 255)}"
+    if roll < ADDRESS_NAME_SHARE + POD_NAME_SHARE:
+        h = f"{rng.getrandbits(128):032x}"
+        return f"job-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}-worker-{n % 4}"
+    return f"gpu-node-{n:03d}"
 
 
 @dataclass
@@ -43,14 +65,16 @@ class Fleet:
 
     hosts: list[str]
     cards: dict[tuple[str, str], Card]
+    domains: dict[str, str] = field(default_factory=dict)  # host -> the PCI domain of its GPUs
     lemons: dict[str, str] = field(default_factory=dict)  # kind -> serial (card), "host/bus" (slot), host (node)
     spare_serial: int = 0
 
     @classmethod
     def build(cls, rng: random.Random, size: int, lemons: tuple[str, ...]) -> Fleet:
-        hosts = [f"gpu-node-{i:03d}" for i in range(1, size + 1)]
+        hosts = list(dict.fromkeys(host_name(rng, i) for i in range(1, size + 1)))
         fleet = cls(hosts, {}, spare_serial=1654922000000 + rng.randrange(10**6))
         for host in hosts:
+            fleet.domains[host] = rng.choice(DOMAINS) if rng.random() < DOMAIN_SHARE else "0000"
             for bus in GPU_BUSES:
                 fleet.cards[(host, bus)] = fleet.new_card(rng)
         picks = rng.sample(hosts, 3)

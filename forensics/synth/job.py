@@ -6,6 +6,7 @@ import random
 from datetime import datetime, timedelta
 
 from .logs import Gpu, HostLog
+from .styles import address
 
 #: The version banner of each NCCL generation the hosts run.
 NCCL_VERSIONS = {"2.4": "2.4.7+cuda10.0", "2.21": "2.21.5+cuda12.4", "2.26": "2.26.2 compiled with CUDA 12.4"}
@@ -21,13 +22,13 @@ def nccl_init(log: HostLog, at: datetime, world: int, comm: int) -> None:
             log.j(at, banner if gen == "2.26" else f"{log.host}:{g.pid}:{g.pid} [{local}] NCCL INFO {banner}", rank=g.rank)
         nxt = (g.rank + 1) % world
         odd = local % 2 == 1  # every other GPU talks to its neighbour through another transport
-        via = {"2.4": f"Ring 00 : {g.rank}[{g.bus}000] -> {nxt}[{log.gpus[(local + 1) % 8].bus}000] via P2P/IPC" + "/read" * odd,
+        via = {"2.4": f"Ring 00 : {g.rank}[{g.nccl_bus}] -> {nxt}[{log.gpus[(local + 1) % 8].nccl_bus}] via P2P/IPC" + "/read" * odd,
                "2.21": f"Channel 00/0 : {g.rank}[{local}] -> {nxt}[{(local + 1) % 8}] via "
                        + ("SHM/direct/direct" if odd else "P2P/CUMEM"),
                "2.26": f"Channel 01/1 : {g.rank}[{local}] -> {nxt}[{(local + 1) % 8}] [send] via NET/IB/{local}/GDRDMA"}[gen]  # fmt: skip
         log.j(at, f"{pre} {via}", rank=g.rank)
         log.j(at, f"{pre} comm 0x{comm + 16 * g.rank:x} rank {g.rank} nranks {world} cudaDev {local} nvmlDev {local} "
-                  f"busId {g.bus}000 commId 0x{comm:x} - Init COMPLETE", rank=g.rank)  # fmt: skip
+                  f"busId {g.nccl_bus} commId 0x{comm:x} - Init COMPLETE", rank=g.rank)  # fmt: skip
 
 
 def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[tuple[int, datetime]],
@@ -56,6 +57,11 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
             log.j(at, f"{log.wall(at):%Y/%m/%d %H:%M:%S} - mmengine - INFO - Epoch(train) [1][{n + 1}/{len(steps) + 50}]  "
                       f"lr: 3.0000e-04  eta: 1:02:03  time: {ms / 1000:.4f}  data_time: 0.0100  memory: 40211  "
                       f"loss: {'nan' if nan else f'{shown:.4f}'}  grad_norm: {'nan' if nan else f'{gn:.4f}'}", rank=r)  # fmt: skip
+        elif form == "mmcv":  # mmcv 1.x: a TAB after the iteration counter, comma-separated fields
+            shown_at = log.wall(at)
+            log.j(at, f"{shown_at:%Y-%m-%d %H:%M:%S},{shown_at.microsecond // 1000:03d} - mmdet - INFO - Epoch [1][{step}/62598]\t"
+                      f"lr: 2.000e-02, eta: 3 days, 1:02:03, time: {ms / 1000:.3f}, data_time: 0.013, memory: 8123, "
+                      f"loss: {'nan' if nan else f'{shown:.4f}'}, grad_norm: {'nan' if nan else f'{gn:.4f}'}", rank=r)  # fmt: skip
         else:
             fields = [f" [{log.wall(at):%Y-%m-%d %H:%M:%S}] iteration {step:8d}/  500000", f"consumed samples: {step * 1024:12d}",
                       f"elapsed time per iteration (ms): {ms:.1f}", "learning rate: 3.000000E-04",
@@ -65,6 +71,27 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
             fields += ["loss scale: 1.0", "grad norm: nan" if nan else f"grad norm: {gn:.3f}",
                        "number of skipped iterations:   0", f"number of nan iterations:   {1 if nan else 0}", ""]  # fmt: skip
             log.j(at, " | ".join(fields).rstrip(), rank=r)
+
+
+def ras_report(log: HostLog, logs: list[HostLog], seq: int, lagging: Gpu, op: str = "AllReduce") -> str:
+    """What ``ncclras`` (NCCL 2.24+) prints when asked about a hung job: the job summary, the
+    communicator's status, and the MISMATCH of operation counts naming the ranks that are behind."""
+    world, nodes = sum(len(x.gpus) for x in logs), len(logs)
+    host = next(x for x in logs if lagging in x.gpus)
+    behind = [(lagging, host)]
+    lines = ["NCCL version 2.26.2 compiled with CUDA 12.4", "CUDA runtime version 12040, driver version 12040", "",
+             "Job summary", "===========", "", "  Nodes  Processes         GPUs  Processes     GPUs",
+             "(total)   per node  per process    (total)  (total)",
+             f"{nodes:7d} {8:10d} {1:12d} {world:10d} {world:8d}", "", "Communicators... (0.00s)", "=============", "",
+             "Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors",
+             "    #  in group  per comm  per node  per comm  in group",
+             f"    0         1 {nodes:9d} {8:9d} {world:9d} {world:9d}   RUNNING  MISMATCH", "", "Errors", "======", "",
+             "Warnings", "========", "", f"#0-0 ({log.rng.getrandbits(64):016x}) MISMATCH",
+             f"  Communicator ranks have different {op} operation counts",
+             f"  {world - len(behind)} ranks have launched up to operation {seq}",
+             f"  {len(behind)} ranks have launched up to operation {seq - 1}"]  # fmt: skip
+    lines += [f"  Rank {g.rank} -- GPU {h.gpus.index(g)} managed by process {g.pid} on node {address(h.host)}" for g, h in behind]
+    return "\n".join(lines) + "\n"
 
 
 def _loss_scaler(log: HostLog, rng: random.Random, steps: list[tuple[int, datetime]], r: int) -> None:
@@ -100,14 +127,15 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
     if log.style.watchdog == "old":
         caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
                   f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
-        log.j(at, f"[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
+        log.j(at, f"{_progress_bar(log, g, at)}[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
         if log.rng.random() < 0.5:
             _abort(log, g, at, f"[Rank {r}] NCCL watchdog thread terminated with exception: {caught}", "", old=True)
         return
     pg = f"PG ID 0 PG GUID 0(default_pg) Rank {r}" if log.style.watchdog == "pg-guid" else f"PG 0 (default_pg) Rank {r}"
+    bar = _progress_bar(log, g, at)
     caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
               f"NumelIn=262144000, NumelOut=262144000, Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
-    log.j(at, f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}",
+    log.j(at, f"{bar}[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}",
               f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:1664] [{pg}] Exception (either an "
               f"error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, "
               f"last completed NCCL work: {last_done}.", rank=r)  # fmt: skip
@@ -120,6 +148,16 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
               "stuck for 600 seconds without making progress in monitoring enqueued collectives.", rank=r)  # fmt: skip
     elif roll < 0.6:
         _abort(log, g, at, f"[{pg}] Process group watchdog thread terminated with exception: {caught}", f"[rank{r}]: ")
+
+
+def _progress_bar(log: HostLog, g: Gpu, at: datetime) -> str:
+    """The trainer's last progress-bar redraw, on the rank that draws it, when the bar has no newline
+    yet: the watchdog's line is glued onto its end (PROVENANCE: Lightning/NeMo and tqdm)."""
+    if not log.style.progress or g is not log.gpus[-1]:
+        return ""
+    done = 4000 + log.rng.randrange(6000)
+    return (f"Epoch 0:  {done // 100}%|{'█' * (done // 1000)}{' ' * (10 - done // 1000)}| {done}/10000 "
+            f"[2:01:12<2:28:09,  1.62s/it, loss=2.31, v_num=0]")
 
 
 def _abort(log: HostLog, g: Gpu, at: datetime, what: str, prefix: str, *, old: bool = False) -> None:
@@ -154,7 +192,10 @@ def traceback(log: HostLog, g: Gpu, at: datetime, error: str, frames: list[str] 
     if log.style.python != "3.10":  # 3.11+: carets under the code of each frame
         frames = [x for line in frames for x in ([line, "    " + "^" * len(line.strip())] if line.startswith("    ") else [line])]
     lines = ["Traceback (most recent call last):", *frames, error]
-    log.j(at, *(f"[rank{g.rank}]: {line}" for line in lines), rank=g.rank)
+    # A vLLM worker (under Ray) logs each line through its logger; torchrun's workers get a rank prefix.
+    shown = log.wall(at)
+    prefix = f"ERROR {shown:%m-%d %H:%M:%S} worker_base.py:574] " if log.style.launcher == "ray" else f"[rank{g.rank}]: "
+    log.j(at, *(prefix + line for line in lines), rank=g.rank)
 
 
 def torchrun_report(log: HostLog, at: datetime, failed: list[tuple[Gpu, int]], script: str = "pretrain_gpt.py") -> None:

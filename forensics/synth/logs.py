@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .fleet import DEVICE_ID, GPU_BUSES, NIC_BUSES, PRODUCT, Card, bdf, port_of
-from .styles import LOCAL_MONTHS, Style, launcher_prefix
+from .styles import LOCAL_MONTHS, Style, address, launcher_prefix
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -25,9 +25,10 @@ def ctime(at: datetime) -> str:
     return f"{DAYS[at.weekday()]} {MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {at.year}"
 
 
-def xid_line(bus: str, code: int, pid: int | None, text: str) -> str:
+def xid_line(pci: str, code: int, pid: int | None, text: str) -> str:
+    """An Xid line of the GPU at ``pci`` (``domain:bus``)."""
     who = f"pid={pid}, name=python" if pid is not None else "pid='<unknown>', name=<unknown>"
-    return f"NVRM: Xid (PCI:0000:{bus}:00): {code}, {who}, {text}"
+    return f"NVRM: Xid (PCI:{pci}:00): {code}, {who}, {text}"
 
 
 def nvlink5(unit: str, fatal: bool, link: int, rng: random.Random) -> str:
@@ -36,12 +37,12 @@ def nvlink5(unit: str, fatal: bool, link: int, rng: random.Random) -> str:
     return f"{unit} {'Fatal' if fatal else 'Nonfatal'} XC{rng.randrange(2)} i0 Link {link:02d} ({words})"
 
 
-def mmu_fault(bus: str, driver: str, rng: random.Random) -> list[str]:
+def mmu_fault(pci: str, driver: str, rng: random.Random) -> list[str]:
     """An Xid 31 (MMU fault) as each driver generation prints it; the oldest adds an Xid 32."""
-    head, pid, addr = f"NVRM: Xid (PCI:0000:{bus}:00): 31, ", rng.randrange(2000, 3000000), f"0x{rng.getrandbits(16):04x}_{rng.getrandbits(28):07x}00"
+    head, pid, addr = f"NVRM: Xid (PCI:{pci}:00): 31, ", rng.randrange(2000, 3000000), f"0x{rng.getrandbits(16):04x}_{rng.getrandbits(28):07x}00"
     if driver == "old":
         return [f"{head}Ch 00000003, engmask 00000101, intr 10000000",
-                f"NVRM: Xid (PCI:0000:{bus}:00): 32, Channel ID 00000000 intr 00004000"]  # fmt: skip
+                f"NVRM: Xid (PCI:{pci}:00): 32, Channel ID 00000000 intr 00004000"]  # fmt: skip
     if driver == "418":
         return [f"{head}Ch 0000003a, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ {addr}. "
                 "Fault is of type FAULT_PDE ACCESS_TYPE_READ"]  # fmt: skip
@@ -59,26 +60,26 @@ _FATAL = [(14, "00004000", "CmpltTO", "Completion Timeout"), (5, "00000020", "Su
           (18, "00040000", "MalfTLP", "Malformed TLP")]  # fmt: skip
 
 
-def aer_record(bus: str, severity: str, rng: random.Random, form: str = "mid") -> list[str]:
+def aer_record(pci: str, severity: str, rng: random.Random, form: str = "mid") -> list[str]:
     """The four to five lines of one AER event: the port's summary, then the endpoint's details, in
     the kernel generation's wording: ``old`` (``id=00e5``, long bit names), ``mid`` (``error
     received: <bdf>``) or ``new`` (``error message received from``, an ``AER:`` tag on every line,
     ``severity=Correctable``)."""
-    dev, port = f"nvidia {bdf(bus)}", f"pcieport {port_of(bus)}"
-    rid = f"{int(bus, 16) << 8:04x}"
+    dev, port = f"nvidia {bdf(pci)}", f"pcieport {port_of(pci)}"
+    rid = f"{int(pci[-2:], 16) << 8:04x}"
     if severity == "corrected":
         bit, status, layer, name, long_name = rng.choice(_CORRECTED)
         mask, who = "0000e000", "Receiver ID"
         head = {"old": f"{port}: AER: Corrected error received: id={rid}",
-                "mid": f"{port}: AER: Corrected error received: {bdf(bus)}",
-                "new": f"{port}: AER: Correctable error message received from {bdf(bus)}"}[form]  # fmt: skip
+                "mid": f"{port}: AER: Corrected error received: {bdf(pci)}",
+                "new": f"{port}: AER: Correctable error message received from {bdf(pci)}"}[form]  # fmt: skip
         sev = "Correctable" if form == "new" else "Corrected"
     else:
         bit, status, name, long_name = rng.choice(_FATAL)
         layer, mask, who = "Transaction Layer", "00000000", "Requester ID"
         head = {"old": f"{port}: AER: Uncorrected (Fatal) error received: id={rid}",
-                "mid": f"{port}: AER: Uncorrected (Fatal) error received: {bdf(bus)}",
-                "new": f"{port}: AER: Uncorrected (Fatal) error message received from {bdf(bus)}"}[form]  # fmt: skip
+                "mid": f"{port}: AER: Uncorrected (Fatal) error received: {bdf(pci)}",
+                "new": f"{port}: AER: Uncorrected (Fatal) error message received from {bdf(pci)}"}[form]  # fmt: skip
         sev = "Uncorrected (Fatal)"
     tag = f"{dev}: AER:" if form == "new" else f"{dev}:"
     where = f"id={rid}({who})" if form == "old" else f"({who})"
@@ -97,12 +98,28 @@ class Gpu:
     minor: int
     rank: int
     pid: int
+    domain: str = "0000"  # its PCI domain
     temp: int = 38
     thermal: bool = False
     power_brake: bool = False
     dbe: int = 0
     remap_pending: bool = False
     lost: bool = False  # fallen off the bus: missing from nvidia-smi
+
+    @property
+    def pci(self) -> str:
+        """``domain:bus``, as Xid lines print it (``PCI:0000:18:00``)."""
+        return f"{self.domain}:{self.bus}"
+
+    @property
+    def nvml(self) -> str:
+        """The bus id as nvidia-smi prints it: ``00000000:18:00.0``."""
+        return f"0000{self.domain}:{self.bus.upper()}:00.0"
+
+    @property
+    def nccl_bus(self) -> str:
+        """The bus id as NCCL prints it: NVML's id without separators (``18000``, ``118000``)."""
+        return f"{int(self.domain, 16) << 20 | int(self.bus, 16) << 12:x}"
 
 
 @dataclass
@@ -149,7 +166,7 @@ class HostLog:
         self.kernel.append((t + 0.02, "nvidia-nvlink: Nvlink Core is being initialized, major device number 508"))
         for g in self.gpus:
             t += 0.4 + self.rng.random() / 10
-            self.kernel.append((t, f"NVRM: GPU at PCI:0000:{g.bus}:00: {g.card.uuid}"))
+            self.kernel.append((t, f"NVRM: GPU at PCI:{g.pci}:00: {g.card.uuid}"))
             self.kernel.append((t, f"NVRM: GPU Board Serial Number: {g.card.serial}"))
         self.kernel.append((t + 0.5, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024"))
         for i, nic in enumerate(NIC_BUSES[: 2 + self.rng.randrange(3)]):
@@ -162,12 +179,22 @@ class HostLog:
         span = max(1.0, (end - start).total_seconds())
         for _ in range(self.rng.randrange(4, 12)):
             at = start + timedelta(seconds=self.rng.random() * span)
+            shown = self.wall(at)
             self.services.append((at, self.rng.choice([
                 f"systemd[1]: Started Session {self.rng.randrange(100, 9000)} of User root.",
                 f"kubelet[{self.rng.randrange(1000, 4000)}]: I0101 00:00:00.000000    1679 reflector.go:256] watch of *v1.Pod ended",
                 f"sshd[{self.rng.randrange(10000, 60000)}]: Accepted publickey for ubuntu from 10.0.{self.rng.randrange(250)}.{self.rng.randrange(250)} port 51234 ssh2",
-                "nvidia-persistenced[2201]: device 0000:18:00.0 - persistence mode enabled.",
+                f"nvidia-persistenced[2201]: device {bdf(self.gpus[0].pci)} - persistence mode enabled.",
                 "systemd[1]: Starting Daily apt upgrade and clean activities...",
+                # Long lines a terminal wraps, and messages that carry a clock of their own.
+                f"kubelet[{self.rng.randrange(1000, 4000)}]: E0101 00:00:00.000000    1679 pod_workers.go:1298] \"Error syncing "
+                "pod, skipping\" err=\"failed to \\\"StartContainer\\\" for \\\"dcgm-exporter\\\" with CrashLoopBackOff: "
+                "\\\"back-off 5m0s restarting failed container=dcgm-exporter pod=dcgm-exporter-7x2kq_gpu-operator"
+                f"({self.rng.getrandbits(32):08x}-6a1f-4c2e-9d3b-0c1d2e3f4a5b)\\\"\" pod=\"gpu-operator/dcgm-exporter-7x2kq\"",
+                f"nv-fabricmanager[{self.rng.randrange(3000, 40000)}]: [{MONTHS[shown.month - 1]} {shown.day:02d} {shown.year} "
+                f"{shown:%H:%M:%S}] [INFO] [tid {self.rng.randrange(3000, 40000)}] Successfully configured all the available "
+                "NVSwitches to route GPU NVLink traffic.",
+                f"driverdog[{self.rng.randrange(1000, 3000)}]: {shown:%H:%M:%S} [INFO] Loaded kernel module nvidia",
             ])))  # fmt: skip
         for _ in range(self.rng.randrange(0, 4)):
             at = start + timedelta(seconds=self.rng.random() * span)
@@ -177,28 +204,42 @@ class HostLog:
                 "EXT4-fs (nvme0n1p2): re-mounted. Opts: errors=remount-ro. Quota mode: none.",
             ]))  # fmt: skip
         if misleading and self.rng.random() < 0.5:
-            bus = self.rng.choice(self.gpus).bus
+            pci = self.rng.choice(self.gpus).pci
             at = start + timedelta(seconds=self.rng.random() * span)
             for n in range(self.rng.randrange(2, 6)):
-                self.k(at + timedelta(seconds=n * 0.2), *aer_record(bus, "corrected", self.rng, self.style.aer))
+                self.k(at + timedelta(seconds=n * 0.2), *aer_record(pci, "corrected", self.rng, self.style.aer))
         if misleading and self.rng.random() < 0.25:
             g = self.rng.choice(self.gpus)
             at = start - timedelta(hours=self.rng.randrange(2, 48))
             if self.uptime(at) > 60:
-                self.k(at, xid_line(g.bus, 13, self.rng.randrange(3000, 9000), "Graphics SM Warp Exception on "
+                self.k(at, xid_line(g.pci, 13, self.rng.randrange(3000, 9000), "Graphics SM Warp Exception on "
                                     "(GPC 1, TPC 2, SM 0): Out Of Range Address"))  # fmt: skip
 
         if misleading and self.rng.random() < 0.1:  # NVLink5 errors the driver marks Nonfatal: logged, ignored
             g = self.rng.choice(self.gpus)
             at = start + timedelta(seconds=self.rng.random() * span)
-            self.k(at, f"NVRM: Xid (PCI:0000:{g.bus}:00): 145, {nvlink5('RLW_RXPIPE', False, self.rng.randrange(18), self.rng)}")
+            self.k(at, f"NVRM: Xid (PCI:{g.pci}:00): 145, {nvlink5('RLW_RXPIPE', False, self.rng.randrange(18), self.rng)}")
         if misleading and self.rng.random() < 0.2:  # an earlier job's MMU fault, in this driver's wording
             g = self.rng.choice(self.gpus)
             at = start - timedelta(hours=self.rng.randrange(3, 60))
             if self.uptime(at) > 60:
-                self.k(at, *mmu_fault(g.bus, self.style.driver, self.rng))
+                self.k(at, *mmu_fault(g.pci, self.style.driver, self.rng))
 
     # -- printing -------------------------------------------------------------------------------
+
+    def pstore(self, rng: random.Random) -> str:
+        """A pstore (ERST) record of an earlier boot's end: an operator crashed the hung node with
+        sysrq to get a dump. Its lines carry the ``<N>`` priority before the uptime stamp."""
+        up = rng.randrange(3600, 20 * 86400) + rng.random()
+        lines = [(6, "sysrq: Trigger a crash"), (0, "Kernel panic - not syncing: sysrq triggered crash"),
+                 (4, f"CPU: {rng.randrange(96)} PID: {rng.randrange(2000, 90000)} Comm: bash Kdump: loaded Tainted: P"
+                     "           OE     5.15.0-119-generic #129-Ubuntu"),
+                 (4, "Hardware name: Supermicro SYS-821GE-TNHR/X13DEG-OAD, BIOS 2.1 04/01/2024"), (4, "Call Trace:"),
+                 (4, " <TASK>"), (4, " dump_stack_lvl+0x48/0x70"), (4, " panic+0x118/0x2f0"),
+                 (4, " sysrq_handle_crash+0x1a/0x20"), (4, " __handle_sysrq.cold+0x4c/0x11f"),
+                 (4, " write_sysrq_trigger+0x28/0x40"), (4, " </TASK>")]  # fmt: skip
+        return "Panic#1 Part1\n" + "".join(f"<{p}>[{up + n * 0.00003:12.6f}] {m}\n" for n, (p, m) in enumerate(lines))
+
 
     def _kernel_sorted(self, *, split: bool = False) -> list[tuple[float, str]]:
         """The kernel messages in time order; ``split``: a continued message as one line each (syslog
@@ -225,7 +266,7 @@ class HostLog:
             elif form == "talos":  # talosctl dmesg: node address, facility, level, RFC 3339 with nanoseconds
                 ns = f"{at.microsecond:06d}{int(up * 1e9) % 1000:03d}".rstrip("0") or "0"
                 level = "warning" if "Xid" in m or "error" in m.lower() else "info"
-                out.append(f"10.20.{sum(map(ord, self.host)) % 250}.{len(self.host)}: kern: {level}: "
+                out.append(f"{address(self.host)}: kern: {level}: "
                            f"[{at.astimezone(ZoneInfo('UTC')):%Y-%m-%dT%H:%M:%S}.{ns}Z]: {m}\n")  # fmt: skip
             else:
                 out.append(f"[{up:12.6f}] {m}\n")
@@ -274,21 +315,43 @@ class HostLog:
                 out.append("-- Reboot --\n")
         if markers == "boot":
             out.append(f"-- Boot {boot_id} --\n")
+        wrappable = [False] * len(out)
         for at, m in sorted(rows, key=lambda x: x[0]):
             out.append(self._journal_line(form, at, m, (at - self.boot).total_seconds()))
-        return "".join(out)
+            wrappable.append(not m.startswith("kernel: "))
+        return self._through_terminal(out, wrappable)
+
+    def _through_terminal(self, lines: list[str], wrappable: list[bool]) -> str:
+        """The journal text as it was copied (:data:`styles.TERMINAL`): through a pager that cut every
+        line at the terminal's width, mid-word; or off a terminal that hard-wrapped long lines, the rest
+        on lines with no prefix (as the real paste shows for the services' long lines)."""
+        width = self.rng.choice([180, 200, 211])
+        if self.style.terminal == "pager":
+            return "".join(line if len(line) <= width + 1 else line[:width] + "\n" for line in lines)
+        if self.style.terminal == "wrap":
+            out = []
+            for line, wrap in zip(lines, wrappable, strict=True):
+                if wrap and len(line) > width + 1:
+                    body = line[:-1]
+                    out.append("".join(body[i:i + width] + "\n" for i in range(0, len(body), width)))
+                else:
+                    out.append(line)
+            return "".join(out)
+        return "".join(lines)
 
     def _journal_line(self, form: str, at: datetime, m: str, up: float) -> str:
         shown = self.wall(at)
+        # Early in a boot the journal records the name the host had before it was set.
+        host = "localhost" if self.style.late_hostname and 0 <= up < 12 else self.host
         if form == "short-iso":
-            return f"{shown:%Y-%m-%dT%H:%M:%S%z} {self.host} {m}\n"
+            return f"{shown:%Y-%m-%dT%H:%M:%S%z} {host} {m}\n"
         if form == "short-precise":
-            return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S}.{shown.microsecond:06d} {self.host} {m}\n"
+            return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S}.{shown.microsecond:06d} {host} {m}\n"
         if form == "short-monotonic":
-            return f"[{up:12.6f}] {self.host} {m}\n"
+            return f"[{up:12.6f}] {host} {m}\n"
         if form == "short-localized":  # LANG of the shell that ran journalctl; no host name
             return f"{LOCAL_MONTHS[self.style.locale][shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {m}\n"
-        return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {self.host} {m}\n"
+        return f"{MONTHS[shown.month - 1]} {shown.day:02d} {shown:%H:%M:%S} {host} {m}\n"
 
     def journal_export(self) -> bytes:
         """``journalctl -o json`` (compact, or the spaced style of older systemd) or ``-o export``:
@@ -326,26 +389,36 @@ class HostLog:
 
     def job_log(self) -> str:
         """The job's output on this host: each line behind its launcher's prefix."""
-        return "".join(f"{launcher_prefix(self.style, self.host, rank)}{line}\n"
+        pids = {g.rank: g.pid for g in self.gpus}
+        return "".join(f"{launcher_prefix(self.style, self.host, rank, pids.get(rank) if rank is not None else None)}{line}\n"
                        for _, rank, line in sorted(self.job, key=lambda x: x[0]))  # fmt: skip
+
+    def unreachable(self) -> str | None:
+        """What ``nvidia-smi`` prints instead of a dump when a GPU it enumerates does not answer (half
+        the time after a GPU fell off the bus; otherwise it leaves the GPU out)."""
+        lost = [g for g in self.gpus if g.lost]
+        if lost and self.rng.random() < 0.5:
+            return f"Unable to determine the device handle for GPU{lost[0].domain}:{lost[0].bus.upper()}:00.0: Unknown Error\n"
+        return None
 
     def nvidia_smi(self, at: datetime) -> str:
         present = [g for g in self.gpus if not g.lost]
         at = self.wall(at)
+        new = self.style.smi_driver == "575"
         column = self.style.smi_column  # where the colon sits: 32 (304.x), 36 (325-418), 42 (450+)
 
         def kv(name: str, value: object, indent: int = 4) -> str:  # a name longer than the column keeps a space
             return f"{' ' * indent}{name:<{max(column - indent, len(name) + 1)}}: {value}"
 
         out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0),
-               kv("Driver Version", "550.90.07", 0), kv("CUDA Version", "12.4", 0), "",
+               kv("Driver Version", "575.57.08" if new else "550.90.07", 0), kv("CUDA Version", "12.9" if new else "12.4", 0), "",
                kv("Attached GPUs", len(present), 0)]  # fmt: skip
         for g in present:
 
             out += [
-                f"GPU 00000000:{g.bus.upper()}:00.0",
+                f"GPU {g.nvml}",
                 kv("Product Name", PRODUCT), kv("Serial Number", g.card.serial), kv("GPU UUID", g.card.uuid),
-                kv("Minor Number", g.minor), "    PCI", kv("Bus Id", f"00000000:{g.bus.upper()}:00.0", 8),
+                kv("Minor Number", g.minor), kv("Fan Speed", "N/A"), "    PCI", kv("Bus Id", g.nvml, 8),
                 kv("Replays Since Reset", self.rng.choice([1, 2, 5]) if self.rng.random() < 0.03 else 0, 8),
                 "    Clocks Event Reasons", kv("Idle", "Not Active", 8), kv("SW Power Cap", "Not Active", 8),
                 kv("HW Slowdown", "Active" if g.thermal or g.power_brake else "Not Active", 8),
@@ -359,13 +432,18 @@ class HostLog:
                 "    Temperature", kv("GPU Current Temp", f"{g.temp} C", 8), kv("GPU Shutdown Temp", "92 C", 8),
                 kv("GPU Slowdown Temp", "89 C", 8),
                 "    GPU Power Readings", kv("Power Draw", f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W", 8),
-                kv("Current Power Limit", "700.00 W", 8), "",
+                kv("Current Power Limit", "700.00 W", 8),
+                # 575 answers the old reset query with an error string, and says it in the new fields.
+                "    GPU Reset Status", kv("Reset Required", "Requested functionality has been deprecated" if new else "No", 8),
+                kv("Drain and Reset Recommended", "Requested functionality has been deprecated" if new else "No", 8),
+                *(["    GPU Recovery Action", kv("Action", "None", 8)] if new else []), "",
             ]  # fmt: skip
         return "\n".join(out) + "\n"
 
     def nvidia_smi_xml(self, at: datetime) -> str:
-        """``nvidia-smi -q -x``: DTD v12 with its DOCTYPE (``xml-v12``), a bare declaration with no
-        encoding (``xml-bare``), or no DOCTYPE (``xml-nodoctype``); tabs or four spaces."""
+        """``nvidia-smi -q -x``: DTD v12 with its DOCTYPE (``xml-v12``), v11 (515: a declaration
+        without encoding, ``clocks_throttle_reasons``), v13 (595), a bare declaration with no encoding
+        (``xml-bare``), or no DOCTYPE (``xml-nodoctype``); tabs or four spaces."""
         present = [g for g in self.gpus if not g.lost]
         form, ind = self.style.smi_form, "\t" if self.rng.random() < 0.5 else "    "
 
@@ -378,26 +456,29 @@ class HostLog:
         def active(on: bool) -> str:
             return "Active" if on else "Not Active"
 
-        head = ['<?xml version="1.0" ?>'] if form == "xml-bare" else ['<?xml version="1.0" encoding="UTF-8"?>']
-        if form == "xml-v12":
-            head.append('<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">')
-        body = [*el(1, "timestamp", ctime(self.wall(at))), *el(1, "driver_version", "550.90.07"),
-                *el(1, "cuda_version", "12.4"), *el(1, "attached_gpus", len(present))]  # fmt: skip
+        dtd = {"xml-v11": 11, "xml-v12": 12, "xml-v13": 13}.get(form)
+        bare = form in ("xml-bare", "xml-v11", "xml-v13")
+        head = ['<?xml version="1.0" ?>'] if bare else ['<?xml version="1.0" encoding="UTF-8"?>']
+        if dtd:
+            head.append(f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v{dtd}.dtd">')
+        driver, cuda = {11: ("515.105.01", "11.7"), 13: ("595.84", "13.1")}.get(dtd or 12, ("550.90.07", "12.4"))
+        body = [*el(1, "timestamp", ctime(self.wall(at))), *el(1, "driver_version", driver),
+                *el(1, "cuda_version", cuda), *el(1, "attached_gpus", len(present))]  # fmt: skip
+        why = "clocks_throttle_reason" if dtd == 11 else "clocks_event_reason"  # renamed in 530
         for g in present:
-            bus = f"00000000:{g.bus.upper()}:00.0"
-            reasons = [*el(3, "clocks_event_reason_gpu_idle", "Not Active"),
-                       *el(3, "clocks_event_reason_sw_power_cap", "Not Active"),
-                       *el(3, "clocks_event_reason_hw_slowdown", active(g.thermal or g.power_brake)),
-                       *el(3, "clocks_event_reason_hw_thermal_slowdown", active(g.thermal)),
-                       *el(3, "clocks_event_reason_hw_power_brake_slowdown", active(g.power_brake)),
-                       *el(3, "clocks_event_reason_sw_thermal_slowdown", "Not Active")]  # fmt: skip
+            bus = g.nvml
+            reasons = [*el(3, f"{why}_gpu_idle", "Not Active"), *el(3, f"{why}_sw_power_cap", "Not Active"),
+                       *el(3, f"{why}_hw_slowdown", active(g.thermal or g.power_brake)),
+                       *el(3, f"{why}_hw_thermal_slowdown", active(g.thermal)),
+                       *el(3, f"{why}_hw_power_brake_slowdown", active(g.power_brake)),
+                       *el(3, f"{why}_sw_thermal_slowdown", "Not Active")]  # fmt: skip
             ecc = [*el(3, "dram_correctable", 0), *el(3, "dram_uncorrectable", g.dbe)]
             gpu = [
                 *el(2, "product_name", PRODUCT), *el(2, "serial", g.card.serial), *el(2, "uuid", g.card.uuid),
                 *el(2, "minor_number", g.minor),
                 *el(2, "pci", children=[*el(3, "pci_bus", g.bus.upper()), *el(3, "pci_bus_id", bus),
                                         *el(3, "replay_counter", 0), *el(3, "replay_rollover_counter", 0)]),
-                *el(2, "clocks_event_reasons", children=reasons),
+                *el(2, f"{why}s", children=reasons),
                 *el(2, "ecc_errors", children=[*el(3, "volatile", children=[f"{ind}{x}" for x in ecc]),
                                                *el(3, "aggregate", children=[f"{ind}{x}" for x in ecc])]),
                 *el(2, "remapped_rows", children=[*el(3, "remapped_row_corr", 0),
@@ -431,7 +512,7 @@ class HostLog:
                 power = "[N/A]" if self.rng.random() < 0.02 else f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W"
                 temp = g.temp if g.thermal else min(g.temp, 45 + self.rng.randrange(8))
                 out.append(f"{shown:%Y/%m/%d %H:%M:%S}.{shown.microsecond // 1000:03d}, {g.minor}, "
-                           f"00000000:{g.bus.upper()}:00.0, {g.card.serial}, {temp}, {power}, "
+                           f"{g.nvml}, {g.card.serial}, {temp}, {power}, "
                            f"{self.rng.randrange(85, 100)} %, {g.dbe if after else 0}")  # fmt: skip
             at, samples = at + timedelta(seconds=60), samples + 1
         return "\n".join(out) + "\n"

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 DMESG = ("plain", "ctime", "reltime", "iso-x", "iso", "caller", "talos")
 SYSLOG = ("host", "host", "nohost", "doublespace")
 JOURNAL = ("short-iso", "short", "short-precise", "short-monotonic", "short-localized", "json", "json-spaced", "export")
-LAUNCHER = ("", "", "tag-output", "pdsh", "mpirun", "ray")
+LAUNCHER = ("", "", "tag-output", "pdsh", "pdsh-ip", "mpirun", "ray")
 NCCL = ("2.21", "2.4", "2.26")
-IB = ("peer", "old", "status", "ibp")
+#: How the NCCL network plugin words a completion error: NET/IB generations, NET/IBP, aws-ofi-nccl (EFA).
+IB = ("peer", "old", "status", "ibp", "ofi")
 WATCHDOG = ("glog", "glog", "old", "pg-guid")
 AGENT = ("glog", "logging")
-TRAIN = ("megatron", "megatron", "hf", "nanogpt", "litgpt", "mmengine")
+TRAIN = ("megatron", "megatron", "hf", "nanogpt", "litgpt", "mmengine", "mmcv")
 SMI_COLUMN = (42, 42, 36, 32)
 #: The trainer's Python: 3.11 and later print caret lines under the code of each traceback frame.
 PYTHON = ("3.10", "3.11", "3.12")
@@ -31,10 +32,23 @@ DRIVER = ("old", "418", "535", "595")
 #: to a tqdm bar), fused_optimizer's (the message on the line after its logger prefix), or none.
 FP16 = ("", "", "", "deepspeed", "deepscale", "fused")
 #: How ``nvidia-smi`` was asked: ``-q`` text, or ``-q -x`` XML (DOCTYPE v12, none, or a bare declaration).
-SMI_FORM = ("text", "text", "text", "xml-v12", "xml-bare", "xml-nodoctype")
+SMI_FORM = ("text", "text", "text", "text", "xml-v12", "xml-v11", "xml-v13", "xml-bare", "xml-nodoctype")
+#: The driver that printed ``nvidia-smi -q`` text: 575 answers "Reset Required" with an error string.
+SMI_DRIVER = ("550", "550", "575")
 #: Whether a ``nvidia-smi --query-gpu … --format=csv -l`` loop ran beside the job.
 SMI_CSV = (False, False, False, True)
 AER = ("mid", "mid", "new", "old")
+#: The kernel generation: 4.4 prints the OOM killer's gfp_mask without flag names, raw stack words and
+#: ``[<ffffffff…>]`` call traces.
+KERNEL = ("modern", "modern", "modern", "modern", "4.4")
+#: The EDAC driver reporting DRAM errors: skx_edac (today), sb_edac's multi-line MCE block, or the
+#: oldest ``CE error on CPU#0Channel#2_DIMM#0`` wording.
+EDAC = ("skx", "sbridge", "old")
+#: How the journal text was copied: whole, through a pager that cut long lines at the terminal's
+#: width, or from a terminal that hard-wrapped them (the rest on a line of its own, no prefix).
+TERMINAL = ("", "", "", "", "pager", "wrap")
+#: Whether the trainer draws a tqdm/Lightning progress bar, onto whose end other output gets glued.
+PROGRESS = (False, False, False, True)
 #: Month names of ``journalctl`` in other locales (``LANG=ru_RU``, ``zh_CN``, ``fr_FR``, ``nl_NL``).
 LOCAL_MONTHS = {
     "ru": ("янв", "фев", "мар", "апр", "мая", "июн", "июл", "авг", "сен", "окт", "ноя", "дек"),
@@ -63,6 +77,12 @@ class Style:
     driver: str = "535"
     fp16: str = ""
     python: str = "3.10"
+    smi_driver: str = "550"
+    kernel: str = "modern"
+    edac: str = "skx"
+    terminal: str = ""
+    late_hostname: bool = False  # the journal's first lines of a boot say "localhost"
+    progress: bool = False
 
     @classmethod
     def draw(cls, rng: random.Random) -> Style:
@@ -72,18 +92,28 @@ class Style:
             ib=rng.choice(IB), watchdog=rng.choice(WATCHDOG), agent=rng.choice(AGENT), train=rng.choice(TRAIN),
             smi_column=rng.choice(SMI_COLUMN), aer=rng.choice(AER), smi_form=rng.choice(SMI_FORM),
             smi_csv=rng.choice(SMI_CSV), driver=rng.choice(DRIVER), fp16=rng.choice(FP16),
-            python=rng.choice(PYTHON),
+            python=rng.choice(PYTHON), smi_driver=rng.choice(SMI_DRIVER), kernel=rng.choice(KERNEL),
+            edac=rng.choice(EDAC), terminal=rng.choice(TERMINAL), late_hostname=rng.random() < 0.3,
+            progress=rng.choice(PROGRESS),
         )  # fmt: skip
 
 
-def launcher_prefix(style: Style, host: str, rank: int | None) -> str:
-    """What the launcher puts before each line a rank prints (nothing, mpirun's tag, pdsh's host)."""
+def address(host: str) -> str:
+    """The host's address on the cluster network (what pdsh run by address and Talos print)."""
+    return f"10.20.{sum(map(ord, host)) % 250}.{len(host)}"
+
+
+def launcher_prefix(style: Style, host: str, rank: int | None, pid: int | None = None) -> str:
+    """What the launcher puts before each line a rank prints (nothing, mpirun's tag, pdsh's host or
+    address, a Ray actor's name and pid: the worker's own)."""
     if style.launcher == "tag-output":
         return f"[1,{rank or 0}]<stdout>:"
     if style.launcher == "pdsh":
         return f"{host}: {host}: "
+    if style.launcher == "pdsh-ip":
+        return f"{address(host)}: {address(host)}: "
     if style.launcher == "mpirun" and rank is not None:  # ``mpirun -l``: the workers' lines, not torchrun's own
         return f"[{rank}] "
     if style.launcher == "ray" and rank is not None:  # a Ray actor's output, forwarded to the driver
-        return f"(RayWorkerVllm pid={7000 + 7 * rank}) "
+        return f"(RayWorkerVllm pid={pid if pid is not None else 7000 + 7 * rank}) "
     return ""
