@@ -448,3 +448,19 @@ def test_a_pdsh_address_beside_nccls_host_name_and_a_late_host_name_are_the_host
     ev = pl.from_arrow(t.events)
     assert set(ev["host"]) == {"gpu-node-007"} and set(pl.from_arrow(t.files)["host"]) == {"gpu-node-007"}
     assert ev.filter(pl.col("kind") == "torch.watchdog_timeout")["rank"].to_list() == [3]
+
+
+def test_a_redacted_host_name_names_no_machine(tmp_path: Path) -> None:
+    """A copy whose host names were redacted says ``<cluster_name>`` where NCCL named the host: the
+    rows are the folder's host's (they made a host of their own)."""
+    inc = tmp_path / "inc"
+    (inc / "gpu-node-007").mkdir(parents=True)
+    (inc / "gpu-node-007" / "train.log").write_text("".join(
+        f"<cluster_name>:47{r}1:47{r}8 [{r}] NCCL INFO comm 0x7f0{r} rank {r} nranks 8 cudaDev {r} busId {r + 1}8000 - Init "
+        f"COMPLETE\n" for r in range(4)) + "<cluster_name>:4701:4790 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
+        "completion from peer 10.0.0.7<4321> with error 12, opcode 0, len 0, vendor err 129\n")  # fmt: skip
+    (inc / "incident.toml").write_text('id = "redacted"\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events)
+    assert set(ev["host"]) == {"gpu-node-007"} and set(pl.from_arrow(t.files)["host"]) == {"gpu-node-007"}
+    assert ev.filter(pl.col("kind") == "nccl.net_error")["rank"].to_list() == [0]

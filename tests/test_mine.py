@@ -172,6 +172,23 @@ def test_a_crash_kept_by_pstore_is_of_an_earlier_boot_and_leaves_a_hang() -> Non
         assert _cause(_events({**panic, "file": name}, timeout))[0] == cause, name
 
 
+def test_a_socket_closed_by_its_peer_points_at_the_peer_with_the_fabric_error() -> None:
+    """The failed rank's peer on another host finds its socket closed: the echo, not the cause. Both are
+    untimed NCCL lines, and the peer's host sorts first (a sorted pick blamed it)."""
+    data = {"a/train.log": "a:11:12 [2] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer b<4321>\n",
+            "b/train.log": "b:21:22 [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.7<4321> "
+                           "with error 12, opcode 0, len 0, vendor err 129\n"}  # fmt: skip
+    rows = []
+    for file, text in data.items():
+        (row,) = forensics.parse_bytes(text.encode(), file=file, source="nccl").events.to_pylist()
+        rows.append({k: row[k] for k in ("source", "file", "host", "kind", "severity", "message", "detail")})
+    assert [json.loads(r["detail"])["layer"] for r in rows] == ["socket", "fabric"]
+    d = forensics.diagnose(_events(*rows)).row(0, named=True)
+    assert (d["root_cause"], d["rule"], d["first_host"]) == ("network", "nccl-net-error", "b")
+    alone = forensics.diagnose(_events(rows[0])).row(0, named=True)  # a socket error alone still says network
+    assert (alone["root_cause"], alone["rule"], alone["first_host"]) == ("network", "nccl-socket-error", "a")
+
+
 def test_a_hang_names_the_straggler() -> None:
     rows = []
     for rank, done in ((0, 41), (1, 40), (2, 41)):

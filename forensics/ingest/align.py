@@ -9,7 +9,7 @@ archive's name without its endings). Rows that name no host get their file's. A 
 only an IPv4 address (Talos' ``dmesg``, a pdsh prefix) in a host's folder is that folder's host; one
 address beside one name (pdsh by address before NCCL's ``host:pid:tid``) is that name's alias. A name
 that names no machine (``localhost``, ``(none)``: what a journal prints before the host name is set,
-early in a boot) counts as no name.
+early in a boot; a redacted copy's ``<cluster_name>``) counts as no name.
 
 *Clocks* — ``detail.ts_from`` says how each ``ts`` was obtained:
 
@@ -105,8 +105,9 @@ _IPV4 = r"^\d{1,3}(?:\.\d{1,3}){3}$"
 
 
 def _placeholder(host: pl.Expr) -> pl.Expr:
-    """Host names that name no machine: the journal's before the host name is set."""
-    return host.str.contains(r"^(?:localhost(?:\.localdomain)?|\(none\))$")
+    """Host names that name no machine: the journal's before the host name is set, and a redacted
+    copy's marker (``<cluster_name>``, ``<hostname>``)."""
+    return host.str.contains(r"^(?:localhost(?:\.localdomain)?|\(none\)|<[^<>\s]*>)$")
 
 
 def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:

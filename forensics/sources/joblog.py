@@ -141,6 +141,9 @@ def _first(text: str) -> str:
     return text.split("\n", 1)[0]
 
 
+_FABRIC = re.compile(r"NCCL WARN .*?(?:NET/\w+|[Cc]ompletion|ibv_\w+|\bib\w+ failed)")
+
+
 def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
     line = _first(text)
     m = re.search(r"with (?:error|status=?)\s*(\d+),? opcode[ =](\d+),? len[ =](\d+),? vendor err (\d+)", line)
@@ -154,6 +157,9 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
         "local_gid": _find(r"localGid (\S+)", line), "remote_gid": _find(r"remoteGids?\s*(\S+)", line),
         "text": line.split("NCCL WARN", 1)[-1].strip(),
+        # the fabric's own error (a work completion, the IB/OFI plugin), or a socket the peer closed or
+        # reset: often only the echo, on its peer, of a fabric error elsewhere
+        "layer": "fabric" if _FABRIC.search(line) else "socket",
     }  # fmt: skip
     return row("nccl.net_error", "error", {k: v for k, v in fields.items() if v is not None}, code=status)
 
@@ -278,9 +284,10 @@ def _cpp_stack(parts: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _device_assert(parts: dict[str, Any], text: str) -> dict[str, Any]:
     line = _first(text)
-    m = re.match(r"(?P<where>.*?:\d+): (?P<kernel>.*?): block: \[(?P<block>[\d,]+)\], thread: \[(?P<thread>[\d,]+)\] "
+    # MSVC builds print no kernel name: ``C:\…\NLLLoss2d.cu:103: block: [4,0,0], …``
+    m = re.match(r"(?P<where>.*?:\d+): (?:(?P<kernel>.*?): )?block: \[(?P<block>[\d,]+)\], thread: \[(?P<thread>[\d,]+)\] "
                  r"Assertion (?P<assert>.*?) failed\.?\s*$", line)  # fmt: skip
-    fields = {k: v for k, v in (m.groupdict() if m else {"text": line}).items()}
+    fields = {k: v for k, v in (m.groupdict() if m else {"text": line}).items() if v is not None}
     if "assert" in fields:
         fields["assert"] = fields["assert"].strip("`'\"")
     fields["threads"] = text.count("\n") + 1
@@ -467,6 +474,7 @@ class _Open:
     last: int
     site: str | None = None
     after_last_error: bool = False
+    taken: int = 0  # rows other records had taken when this one last took a row
 
 
 @dataclass
@@ -482,30 +490,59 @@ _EXC_LINE = re.compile(r"^[^\s]")
 _FAILED = re.compile(r"^\S+ FAILED\s*$")
 _RULE = re.compile(r"^=+\s*$")
 _SITE = re.compile(r"^(.*?): block: \[")
+#: How a watchdog timeout ends; a ``wd_head`` line without it was hard-wrapped by a terminal.
+_WRAP_END = re.compile(r"timing out\.\s*$")
+#: A hard-wrapped line spans at most this many rows (a watchdog line is under 600 columns).
+_WRAP_ROWS = 6
 
 
 def _split_records(rows: list[tuple[Any, ...]]) -> _Blocks:
-    """Run the block state machine over the visited lines ``(row, cls, msg, key, next_cls, next_msg)``."""
+    """Run the block state machine over the visited lines ``(row, cls, msg, key, bare, next_cls, next_msg)``
+    (``bare``: nothing was peeled off the line)."""
     out = _Blocks()
     open_: dict[Any, _Open] = {}
     report_ctx: dict[Any, dict[str, Any]] = {}
 
+    taken = 0  # rows taken by any record so far: the rows of other streams between two of one stream's
+
     def start(key: Any, idx: int, state: str, block: str, **extra: Any) -> None:
-        open_[key] = _Open(state, idx, idx)
+        nonlocal taken
+        taken += 1
+        open_[key] = _Open(state, idx, idx, taken=taken)
         out.block[idx] = block
         if extra:
             out.extra[idx] = extra
 
     def join(o: _Open, idx: int, state: str | None = None) -> None:
+        nonlocal taken
+        taken += 1
         out.owner[idx] = o.head
-        o.last = idx
+        o.last, o.taken = idx, taken
         if state:
             o.state = state
 
-    for idx, cls, msg, key, next_cls, next_msg in rows:
+    # A watchdog line that does not end as one does, and the rows after it with no prefix at all: taken
+    # together only when one of them ends it (a line merely cut short keeps the lines after it).
+    wrap: list[int] = []
+    for idx, cls, msg, key, bare, next_cls, next_msg in rows:
         blank = not msg.strip()
+        if wrap:
+            # (a row cut before a space is indented: any indented line's classes)
+            if idx == wrap[-1] + 1 and bare and cls in (None, "ras_body", "tb_body") and not blank:
+                wrap.append(idx)
+                if _WRAP_END.search(msg):
+                    out.block[wrap[0]] = "wrap"
+                    out.owner.update((row, wrap[0]) for row in wrap[1:])
+                    taken += len(wrap) - 1
+                    wrap = []
+                elif len(wrap) == _WRAP_ROWS:
+                    wrap = []
+                continue
+            wrap = []
         o = open_.get(key)
-        if o is not None and idx - o.last > WINDOW:
+        # The gap a record may span counts the rows no record took: ranks whose tracebacks interleave
+        # take each other's rows, so eight of them at once keep their records whole.
+        if o is not None and idx - o.last - (taken - o.taken) > WINDOW:
             del open_[key]
             o = None
         if o is not None:
@@ -617,6 +654,8 @@ def _split_records(rows: list[tuple[Any, ...]]) -> _Blocks:
             start(key, idx, "dangle", "dangle")
         elif cls == "nccl_version":
             start(key, idx, "version", "single")
+        elif cls == "wd_head" and not _WRAP_END.search(msg):
+            wrap = [idx]
     return out
 
 
@@ -638,7 +677,8 @@ def group_records(df: pl.DataFrame) -> pl.DataFrame:
                           pl.col("local_rank").cast(pl.String).fill_null(""), pl.col("pid").cast(pl.String).fill_null(""),
                           pl.col("tid").cast(pl.String).fill_null(""), separator="|"),
     )  # fmt: skip
-    visited = nxt.filter(pl.col("visit")).select("row", "cls", "msg", "key", "next_cls", "next_msg")
+    visited = nxt.filter(pl.col("visit")).select("row", "cls", "msg", "key", bare=pl.col("prefix") == "", next_cls="next_cls",
+                                                 next_msg="next_msg")  # fmt: skip
     blocks = _split_records(visited.iter_rows()) if visited.height else _Blocks()
     n = df.height
     rec = pl.int_range(0, n, dtype=pl.Int64, eager=True)
@@ -836,9 +876,15 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
     # A logger prefix alone on its line says its message on the next one (DeepSpeed fused_optimizer):
     # the families read the record from its first line with text.
-    heads = heads.with_columns(text=pl.col("message").str.strip_chars_start("\n"))
+    # A terminal's rows of one hard-wrapped line are read as that line (the message keeps the rows): a
+    # row padded with spaces broke between words, any other row mid-token.
+    rejoined = pl.col("message").str.replace_all(r"[ \t]+\n", " ").str.replace_all("\n", "", literal=True)
+    heads = heads.with_columns(
+        text=pl.when(pl.col("block") == "wrap").then(rejoined).otherwise(pl.col("message").str.strip_chars_start("\n"))
+    )
     heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
-        flag=pl.lit(True) if full else _first_line_flag(heads),
+        # (a hard-wrapped line's anchor may lie on its second row)
+        flag=pl.lit(True) if full else _first_line_flag(heads) | (pl.col("block") == "wrap"),
         style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"))),
     ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
     carry.records += heads.height
@@ -1129,7 +1175,7 @@ _MARKER = re.compile(
     rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
     rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|={6,}|-{6,}|Job summary|Communicators|^Errors|^Warnings"
     rb"|block: \[|^\s|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Last error|nccl\w+Error"
-    rb"|CUDA runtime version|NCCL version|\]\s*$|^$|\r"
+    rb"|CUDA runtime version|NCCL version|Watchdog caught|\]\s*$|^$|\r"
 )
 
 

@@ -9,6 +9,7 @@ layer                       example                                             
 ANSI colour codes           ``\\x1b[31mERROR\\x1b[0m``                                         (removed)
 carriage returns            ``\\r 10%|█| 1/10\\r 20%|██| 2/10`` (one segment per redraw)      segments
 text glued after a bar      ``…| 1/500 [12:44<…, loss=0.36]n124:31:32 [0] NCCL INFO …``       segments
+(or a faulthandler list)    ``Extension modules: …, torch._C (total: 22)[rank3]:[E…``
 markdown quotes             ``> 2023-03-22 09:30:39 iter 2920: …`` (most lines quoted)        (removed)
 OpenMPI ``--tag-output``    ``[1,0]<stdout>:``                                              rank
 ``mpirun -l`` / line no.    ``[155] `` (a rank, or a log viewer's line number: decided       rank
@@ -84,8 +85,11 @@ MAX_ROUNDS = 4
 PDSH_SHARE = 0.3
 
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]"
-#: A tqdm / Lightning / rich progress bar up to its ``[elapsed<remaining, rate, postfix]``.
-PROGRESS_BAR = r"^(?P<bar>.*?\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\])(?P<rest>\S.*)$"
+#: What a line's end may have glued onto it, the next output running on without a newline: a tqdm /
+#: Lightning / rich progress bar up to its ``[elapsed<remaining, rate, postfix]``, or the list that ends
+#: a faulthandler dump (``Extension modules: numpy…, torch._C (total: 22)``).
+GLUED = (r"^(?P<bar>.*?(?:\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\]|Extension modules: [^()\n]*\(total: \d+\)))"
+         r"(?P<rest>\S.*)$")  # fmt: skip
 
 
 def lines_frame(lines: pl.Series) -> pl.DataFrame:
@@ -104,10 +108,12 @@ def lines_frame(lines: pl.Series) -> pl.DataFrame:
             pl.when(segments.list.len() == 0).then(pl.lit([""], pl.List(pl.String))).otherwise(segments).alias("text")
         ).explode("text")
         df = pl.concat([df.filter(~redrawn), split]).sort("i", maintain_order=True)
-    candidates = df.get_column("text").str.contains("%|", literal=True)
-    glued = candidates & df.get_column("text").str.contains(PROGRESS_BAR)
+    candidates = df.get_column("text").str.contains("%|", literal=True) | df.get_column("text").str.contains(
+        "(total: ", literal=True
+    )
+    glued = candidates & df.get_column("text").str.contains(GLUED)
     if glued.any():
-        parts = text.str.extract_groups(PROGRESS_BAR)
+        parts = text.str.extract_groups(GLUED)
         split = df.filter(glued).with_columns(
             pl.concat_list(parts.struct.field("bar"), parts.struct.field("rest")).alias("text")
         ).explode("text")
