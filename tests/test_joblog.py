@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import forensics
 from forensics.sources import joblog, kernel, prefix
+from forensics.synth.logs import hard_wrap
 from forensics.text import split_lines
 
 from .conftest import golden_cases
@@ -232,3 +233,73 @@ def test_glog_stamps_take_the_year_of_the_printed_stamps_around_them_across_new_
     events = pl.from_arrow(joblog.parse(log, file="train.log").events)
     timeouts = events.filter(pl.col("kind") == "torch.watchdog_timeout").sort("line")
     assert [str(t)[:19] for t in timeouts["ts"]] == ["2024-12-31 23:50:00", "2025-01-01 00:10:00"]
+
+
+# ---------------------------------------------------------------------------------------- terminal copies
+
+_WATCHDOG = ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5123, OpType=BROADCAST, "
+             "NumelIn=262144000, NumelOut=262144000, Timeout(ms)=600000) ran for 600123 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize(("how", "width"), [("words", 116), ("chars", 116), ("chars", 121)])
+def test_a_watchdog_line_hard_wrapped_by_a_terminal_is_one_timeout(how: str, width: int) -> None:
+    # OpenMPI's tag on the rank's lines; the terminal's rows carry none (121 columns cuts a row before
+    # a space, so the next row is indented)
+    head = f"[1,3]<stdout>:[rank3]:[E0104 18:26:45.123456 ProcessGroupNCCL.cpp:607] {_WATCHDOG}"
+    lines = [f"[1,{r}]<stdout>:gpu01:{100 + r}:{200 + r} [{r}] NCCL INFO Init COMPLETE" for r in range(4)]
+    lines += [*hard_wrap(head, how, width), "[1,3]<stdout>:[rank3]:[E0104 18:26:45.123456 ProcessGroupNCCL.cpp:1664] "
+              "[PG 0 (default_pg) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 5123, last "
+              "enqueued NCCL work: 5124, last completed NCCL work: 5122.", "[1,0]<stdout>:plain text after"]  # fmt: skip
+    assert len(hard_wrap(head, how, width)) == 3
+    result, rows = _rows("\n".join(lines).encode())
+    timeouts = [r for r in rows if r["kind"] == "torch.watchdog_timeout"]
+    assert len(timeouts) == 1 and result.unparsed == 0
+    detail = json.loads(timeouts[0]["detail"])
+    assert (timeouts[0]["rank"], timeouts[0]["line"], detail["op"], detail["seq"], detail["ran_ms"]) == (3, 5, "BROADCAST", 5123, 600123)
+    assert timeouts[0]["message"].count("\n") == 2  # the rows it was read from, as they were
+    assert [r["kind"] for r in rows if r["line"] > 5] == ["torch.watchdog_progress", "other"]
+
+
+def test_a_watchdog_line_cut_short_does_not_take_the_lines_after_it() -> None:
+    lines = ["[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE,",
+             "[2024-05-01 10:40:00,000] INFO iteration 5/ 100 | lm loss: 1.0 |", "Traceback (most recent call last):",
+             '  File "/w/train.py", line 3, in <module>', "RuntimeError: boom"]  # fmt: skip
+    result, rows = _rows("\n".join(lines).encode())
+    assert [(r["line"], r["kind"]) for r in rows] == [(1, "unparsed"), (2, "train.step"), (3, "py.exception")]
+
+
+def test_tracebacks_of_eight_ranks_interleaved_out_of_order_stay_apart() -> None:
+    def tb(rank: int) -> list[str]:
+        return [f"[rank{rank}]: {line}" for line in (
+            "Traceback (most recent call last):", '  File "/workspace/megatron/training.py", line 1208, in train_step',
+            "    losses_reduced = forward_backward_func(", '  File "/workspace/megatron/core/schedules.py", line 371, in step',
+            "    output_tensor = model(tokens)", f"AssertionError: Rank {rank}: found NaN in local grad norm in backwards pass.")]  # fmt: skip
+
+    order = [5, 2, 7, 0, 3, 6, 1, 4]
+    streams = {r: tb(r) for r in order}
+    lines = [streams[r][n] for n in range(6) for r in order]  # round robin: eight rows between a rank's two
+    result, rows = _rows("\n".join(lines).encode())
+    assert [(r["line"], r["rank"], r["kind"]) for r in rows] == [(n + 1, r, "train.grad_nonfinite") for n, r in enumerate(order)]
+    assert all(r["message"].endswith(f"AssertionError: Rank {r['rank']}: found NaN in local grad norm in backwards pass.") for r in rows)
+    assert result.unparsed == 0
+
+
+def test_a_watchdog_line_glued_after_a_faulthandler_dump() -> None:
+    lines = ["Fatal Python error: Aborted", "", "Thread 0x00007f3a2effd640 (most recent call first):", "  <no Python frame>", "",
+             "Extension modules: numpy.core._multiarray_umath, torch._C, torch._C._fft (total: 3)[rank3]:[E0104 18:26:45.123456 "
+             f"ProcessGroupNCCL.cpp:607] {_WATCHDOG}"]  # fmt: skip
+    result, rows = _rows("\n".join(lines).encode())
+    timeouts = [r for r in rows if r["kind"] == "torch.watchdog_timeout"]
+    assert [(r["line"], r["rank"], r["message"]) for r in timeouts] == [(6, 3, _WATCHDOG)] and result.unparsed == 0
+
+
+def test_device_assert_of_a_windows_build_and_the_fp16_scaler_giving_up() -> None:
+    lines = [r"C:\actions-runner\_work\pytorch\pytorch\builder\windows\pytorch\aten\src\ATen\native\cuda\NLLLoss2d.cu:103: "
+             r"block: [4,0,0], thread: [96,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+             "[rank0]: Traceback (most recent call last):", '[rank0]:   File "/w/train.py", line 3, in <module>',
+             "[rank0]:     engine.step()",
+             "[rank0]: Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run."]  # fmt: skip
+    _, rows = _rows("\n".join(lines).encode())
+    assert [r["kind"] for r in rows] == ["cuda.device_assert", "train.grad_nonfinite"]
+    detail = json.loads(rows[0]["detail"])
+    assert detail["where"].endswith(r"\NLLLoss2d.cu:103") and detail["block"] == "4,0,0" and "kernel" not in detail

@@ -58,6 +58,10 @@ BAD_CLOCK_SHARE = 0.03
 BUG_REPORT_SHARE = 0.08
 ROTATED_SHARE = 0.4
 TRUNCATED_SHARE = 0.05
+#: The share of hosts whose NVRM lines were also pasted with their stamps cut off.
+NVRM_GREP_SHARE = 0.06
+#: The share of ``nvidia-smi -q -x`` dumps cut short (pasted by hand, or copied while written).
+XML_CUT_SHARE = 0.05
 #: The share of hosts whose archive holds a pstore record of an earlier boot's crash.
 PSTORE_SHARE = 0.04
 MARKER = ".forensics-synth"  # marks a folder this generator wrote, which a later run may replace
@@ -156,7 +160,10 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
                     fleet.domains[host]) for minor, bus in enumerate(GPU_BUSES)]  # fmt: skip
         # NTP keeps clocks within a second or so; now and then a host's has drifted by minutes.
         skew = rng.uniform(90, 300) * rng.choice([-1, 1]) if rng.random() < BAD_CLOCK_SHARE else rng.gauss(0, 0.6)
-        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng))
+        # The host's second stream (seeded by what the first drew) draws the forms added since: new
+        # forms leave the rest of a seed's corpus as it was.
+        side = random.Random(f"{host}/{boot.isoformat()}")
+        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng, side), side=side)
         log.boot_messages("4.4.0-210-generic" if log.style.kernel == "4.4" else
                           rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))  # fmt: skip
         log.noise(started, fail, misleading=host != fail_host)
@@ -198,13 +205,18 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         files[f"{log.host}/train.log"] = log.job_log().encode()
     if cause == "hang" and logs[0].style.nccl == "2.26":  # someone asked NCCL's RAS what the job waits on
         files[f"{logs[0].host}/ncclras.txt"] = ras_report(logs[0], logs, ctx.seq, ctx.g).encode()
-    bystanders = [log.host for log in logs if log.host != fail_host and f"{log.host}/dmesg.log" in files]
+    bystanders = [log.host for log in logs if log.host != ctx.log.host and f"{log.host}/dmesg.log" in files]
     if bystanders and rng.random() < TRUNCATED_SHARE:  # copied while still being written
         name = f"{rng.choice(bystanders)}/dmesg.log"
         files[name] = files[name][: rng.randrange(len(files[name]) * 2 // 3, len(files[name]))]
         damage.append(f"{name} truncated")
+    for log in logs:  # an nvidia-smi -q -x pasted by hand, its end cut off (not well-formed)
+        name = f"{log.host}/nvidia-smi-q.xml"
+        if name in files and files[name].startswith(b"<?xml") and log.side.random() < XML_CUT_SHARE:
+            files[name] = files[name][: log.side.randrange(len(files[name]) // 2, len(files[name]) - 20)]
+            damage.append(f"{name} truncated")
     label = {
-        "root_cause": cause, "first_host": fail_host, "first_rank": ctx.g.rank,
+        "root_cause": cause, "first_host": ctx.log.host, "first_rank": ctx.g.rank,
         "first_gpu": None if ctx.host_level else f"{ctx.g.pci}:00.0",
         "first_serial": None if ctx.host_level else first_serial,
         "failed_at": f"{fail:%Y-%m-%dT%H:%M:%SZ}", "lemon": lemon,
@@ -252,6 +264,8 @@ def _host_files(log: HostLog, start: datetime, taken: datetime, *, syslog: bool,
         out[f"{log.host}/journal.{'export' if log.style.journal == 'export' else 'json'}"] = log.journal_export()
     else:
         out[f"{log.host}/journal.log"] = log.journal().encode()
+    if log.side.random() < NVRM_GREP_SHARE and any(m.startswith("NVRM: ") for _, m in log.kernel):
+        out[f"{log.host}/nvrm.txt"] = log.nvrm_grep().encode()
     text = log.style.smi_form == "text"
     dump = log.unreachable() or (log.nvidia_smi(taken) if text else log.nvidia_smi_xml(taken))
     out[f"{log.host}/nvidia-smi-q.{'txt' if text else 'xml'}"] = dump.encode()

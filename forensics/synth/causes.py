@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from .fleet import DEVICE_ID, NIC_BUSES, bdf, port_of
 from .job import traceback, watchdog_timeout
 from .logs import Gpu, HostLog, aer_record, nvlink5, xid_line
+from .styles import address
 
 
 @dataclass
@@ -68,6 +69,8 @@ def pcie_link(c: Ctx) -> None:
     bus = c.g.pci
     for n in range(c.rng.randrange(0, 6)):  # a corrected burst often comes first, not always
         c.log.k(c.s(-600 + n * 40 + c.rng.random()), *aer_record(bus, "corrected", c.rng, c.log.style.aer))
+    if c.log.side.random() < 0.3:  # the link first loses a completion the device survives
+        c.log.k(c.s(-20 - c.log.side.random()), *aer_record(bus, "nonfatal", c.log.side, c.log.style.aer))
     c.log.k(c.s(-1.5), *aer_record(bus, "fatal", c.rng, c.log.style.aer))
     c.log.k(c.s(-1.2), f"pcieport {port_of(bus)}: AER: device recovery failed")
     _off_bus(c)
@@ -79,6 +82,7 @@ def gpu_hardware(c: Ctx) -> None:
         _off_bus(c)
         return
     if kind == "gsp":
+        c.g.hung = c.log.side.random() < 0.5
         new = c.rng.random() < 0.5  # 535 wording, or 550+ (45 s, a sequence number)
         gpu = f"NVRM: GPU{c.g.minor}"  # newer drivers put the GPU's index before the message
         if new:
@@ -149,7 +153,7 @@ def network(c: Ctx) -> None:
     c.log.k(c.s(-4), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link down")
     c.log.k(c.s(25), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link up")
     ip, port = f"10.0.{c.rng.randrange(1, 250)}.{c.rng.randrange(1, 250)}", c.rng.randrange(32768, 61000)
-    pre = f"{c.log.host}:{c.g.pid}:{c.g.pid + 90} [{local}]"
+    pre = f"{c.log.nccl_host}:{c.g.pid}:{c.g.pid + 90} [{local}]"
     wc = {  # the completion error in the NCCL generation's wording
         "old": "NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129",
         "peer": f"NET/IB : Got completion from peer {ip}<{port}> with error 12, opcode 0, len 0, vendor err 129 (Recv) "
@@ -163,25 +167,83 @@ def network(c: Ctx) -> None:
                             "with error. RC: 21. Error: 21 (Is a directory). Completed length: 0",
                 f"{pre} register_mr_buffers:465 NCCL WARN NET/OFI Unable to register memory (type = 1) for buffer "
                 f"0x7f{c.rng.getrandbits(32):08x} of size 4194304", rank=c.g.rank)  # fmt: skip
-    else:
-        c.log.j(c.fail, "", f"{pre} transport/net_ib.cc:1696 NCCL WARN {wc}", rank=c.g.rank)
+    else:  # the IB plugins (NET/IBP, and the one printing status=) name their own source file
+        where = "ib_plugin.c:1615" if c.log.style.ib in ("ibp", "status") else "transport/net_ib.cc:1696"
+        c.log.j(c.fail, "", f"{pre} {where} NCCL WARN {wc}", rank=c.g.rank)
     c.log.j(c.fail, f"{pre} NCCL INFO transport/net.cc:1302 -> 6", f"{pre} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
             rank=c.g.rank)  # fmt: skip
     for n, g in enumerate(c.log.gpus):  # the failed rank's local peers lose their proxy connection to it
         if g is not c.g and n % 3 == 0:
-            c.log.j(c.s(1), f"{c.log.host}:{g.pid}:{g.pid + 92} [{n}] NCCL INFO [Service thread] Connection closed by "
+            c.log.j(c.s(1), f"{c.log.nccl_host}:{g.pid}:{g.pid + 92} [{n}] NCCL INFO [Service thread] Connection closed by "
                             f"localRank {local}", rank=g.rank)  # fmt: skip
+    _peer_sees_close(c, local, port)
     c.others_time_out()
+
+
+def _peer_sees_close(c: Ctx, local: int, port: int) -> None:
+    """The failed rank's peer on the next host finds its socket to it closed (now and then): its
+    generation's WARN with the socket's file:line, the error chain and the async thread's ``-> 3``."""
+    others = [log for log in c.logs if log is not c.log]
+    if not others or c.log.side.random() < 0.5:
+        return
+    log = others[0]
+    g = log.gpus[local]
+    pre = f"{log.nccl_host}:{g.pid}:{g.pid + 91} [{local}]"
+    if log.style.nccl == "2.4":
+        lines = [f"{pre} include/socket.h:423 NCCL WARN Net : Connection closed by remote peer {address(c.log.host)}<{port}>",
+                 f"{pre} NCCL INFO include/socket.h:445 -> 2"]  # fmt: skip
+    else:
+        lines = [f"{pre} misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer {c.log.host}<{port}>",
+                 f"{pre} NCCL INFO misc/socket.cc:749 -> 6",
+                 f"{pre} proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f{log.side.getrandbits(40):010x}",
+                 f"{pre} NCCL INFO group.cc:65 -> 3 [Async thread]"]  # fmt: skip
+    log.j(c.s(1.5), "", *lines, rank=g.rank)
 
 
 def numerical(c: Ctx) -> None:
     c.nan_from = -1  # set by the caller: the step a few steps before the failure
+    last = c.logs[-1]  # the host whose rank logs the loss
+    if last.side.random() < 0.5 and (last.style.train == "megatron" or last.style.fp16 == "deepspeed"):
+        c.log = last
+        _trainer_stops(c)
+        return
     bus = c.g.pci
     c.log.k(c.fail, xid_line(bus, 31, c.g.pid, f"Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS "
                              f"GPCCLIENT_T1_0 faulted @ 0x7f{c.rng.getrandbits(28):07x}_00000000. Fault is of type "
                              "FAULT_PDE ACCESS_TYPE_VIRT_READ"))  # fmt: skip
     traceback(c.log, c.g, c.s(0.5), "RuntimeError: CUDA error: an illegal memory access was encountered")
     c.die(c.log, c.g, 1)
+    c.others_time_out()
+
+
+def _trainer_stops(c: Ctx) -> None:
+    """The trainer stops itself on the non-finite numbers, no kernel faulting: a Megatron fork's grad-norm
+    check raises on several ranks at once (their tracebacks interleaved), or DeepSpeed's fp16 scaler runs
+    out of loss scale. The rank that logs the loss (the last host's last) is the first to fail."""
+    c.g = c.log.gpus[-1]
+    if c.log.style.train == "megatron":
+        frames = ['  File "/workspace/Megatron-LM/pretrain_gpt.py", line 241, in <module>', "    pretrain(train_valid_test_datasets_provider,",
+                  '  File "/workspace/Megatron-LM/megatron/training/training.py", line 386, in pretrain',
+                  "    iteration, num_floating_point_operations_so_far = train(", '  File "/workspace/Megatron-LM/megatron/'
+                  'training/training.py", line 1228, in train_step', "    update_successful, grad_norm, num_zeros_in_grad = optimizer.step()",
+                  '  File "/workspace/Megatron-LM/megatron/core/distributed/param_and_grad_buffer.py", line 163, in check_for_nan_in_grad',
+                  "    assert not norm_is_nan, ("]  # fmt: skip
+        ranks = [g for g in c.log.gpus if g is not c.g and c.log.side.random() < 0.5]
+        local = {g.rank: n for n, g in enumerate(c.log.gpus)}
+        traceback(c.log, c.g, c.s(0.5), lambda g: f"AssertionError: Rank {g.rank}: found NaN in local grad norm in backwards "
+                  f"pass. Device: {local[g.rank]}, node: {c.log.host}", frames, also=ranks)  # fmt: skip
+        for g in [c.g, *ranks]:
+            c.die(c.log, g, 1)
+    else:  # the scaler halves the scale at every overflow, down to 1, then gives up
+        for n, scale in enumerate((8, 4, 2)):
+            c.log.j(c.s(-30 + 10 * n), f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale}, reducing "
+                                       f"to {scale // 2}", rank=c.g.rank)  # fmt: skip
+        traceback(c.log, c.g, c.fail, "Exception: Current loss scale already at minimum - cannot decrease scale anymore. "
+                  "Exiting run.", ['  File "/workspace/train.py", line 311, in <module>', "    model_engine.step()",
+                                   '  File "/usr/local/lib/python3.10/dist-packages/deepspeed/runtime/fp16/loss_scaler.py", '
+                                   'line 183, in update_scale', '    raise Exception("Current loss scale already at minimum - '
+                                   'cannot decrease scale anymore. Exiting run.")'])  # fmt: skip
+        c.die(c.log, c.g, 1)
     c.others_time_out()
 
 
@@ -193,8 +255,12 @@ def code_bug(c: Ctx) -> None:
                           "`t >= 0 && t < n_classes` failed." for t in range(920, 923)), rank=c.g.rank)  # fmt: skip
         traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
     elif c.rng.random() < 0.5:
-        c.log.j(c.fail, *(f"[rank{c.g.rank}]: ../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_"
-                          f"kernel_2d: block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
+        if c.log.style.assert_path == "windows":  # an MSVC build: a Windows path and no kernel name
+            site = (r"C:\actions-runner\_work\pytorch\pytorch\builder\windows\pytorch\aten\src\ATen\native\cuda"
+                    r"\NLLLoss2d.cu:103: block: [4,0,0]")  # fmt: skip
+        else:
+            site = "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0]"
+        c.log.j(c.fail, *(f"[rank{c.g.rank}]: {site}, thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
                           for t in range(3)), rank=c.g.rank)  # fmt: skip
         traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
     else:
@@ -214,9 +280,11 @@ def gpu_oom(c: Ctx) -> None:
                 "reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.")  # fmt: skip
     else:  # 2.4+: torch's class; other processes on the GPU are listed
         other = f"Process {c.rng.randrange(2000, 90000)} has 6.00 GiB memory in use. " if c.rng.random() < 0.4 else ""
+        pools = "with 46.00 MiB allocated in private pools (e.g., CUDA Graphs), " if c.log.side.random() < 0.4 else ""
         text = (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU {local} has a total "
                 f"capacity of 79.10 GiB of which 1.94 GiB is free. {other}Including non-PyTorch memory, this process "
-                "has 77.15 GiB memory in use.")  # fmt: skip
+                f"has 77.15 GiB memory in use. Of the allocated memory 74.12 GiB is allocated by PyTorch, {pools}and "
+                "1.09 GiB is reserved by PyTorch but unallocated.")  # fmt: skip
     traceback(c.log, c.g, c.fail, text)
     c.die(c.log, c.g, 1)
     c.others_time_out()
@@ -293,8 +361,11 @@ def driver(c: Ctx) -> None:
 def container_runtime(c: Ctx) -> None:
     c.at_start = True
     c.host_level = True
-    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA error: no CUDA-capable device is detected")
-    c.die(c.log, c.g, 1)
+    # the container sees no GPU: often every rank of the host says so at once, lines interleaved
+    together = [g for g in c.log.gpus if g is not c.g and c.log.side.random() < 0.5]
+    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA error: no CUDA-capable device is detected", also=together)
+    for g in [c.g, *together]:
+        c.die(c.log, g, 1)
     c.others_time_out()
 
 

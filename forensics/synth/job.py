@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from .logs import Gpu, HostLog
@@ -16,10 +17,10 @@ def nccl_init(log: HostLog, at: datetime, world: int, comm: int) -> None:
     """Each rank's banner (rank 0), a transport line in its generation's wording, and Init COMPLETE."""
     gen = log.style.nccl
     for local, g in enumerate(log.gpus):
-        pre = f"{log.host}:{g.pid}:{g.pid + 87} [{local}] NCCL INFO"
+        pre = f"{log.nccl_host}:{g.pid}:{g.pid + 87} [{local}] NCCL INFO"
         if g.rank == 0:  # 2.26 prints its banner bare, without the host:pid:tid prefix
             banner = f"NCCL version {NCCL_VERSIONS[gen]}"
-            log.j(at, banner if gen == "2.26" else f"{log.host}:{g.pid}:{g.pid} [{local}] NCCL INFO {banner}", rank=g.rank)
+            log.j(at, banner if gen == "2.26" else f"{log.nccl_host}:{g.pid}:{g.pid} [{local}] NCCL INFO {banner}", rank=g.rank)
         nxt = (g.rank + 1) % world
         odd = local % 2 == 1  # every other GPU talks to its neighbour through another transport
         via = {"2.4": f"Ring 00 : {g.rank}[{g.nccl_bus}] -> {nxt}[{log.gpus[(local + 1) % 8].nccl_bus}] via P2P/IPC" + "/read" * odd,
@@ -62,6 +63,17 @@ def train_steps(log: HostLog, rng: random.Random, start: datetime, steps: list[t
             log.j(at, f"{shown_at:%Y-%m-%d %H:%M:%S},{shown_at.microsecond // 1000:03d} - mmdet - INFO - Epoch [1][{step}/62598]\t"
                       f"lr: 2.000e-02, eta: 3 days, 1:02:03, time: {ms / 1000:.3f}, data_time: 0.013, memory: 8123, "
                       f"loss: {'nan' if nan else f'{shown:.4f}'}, grad_norm: {'nan' if nan else f'{gn:.4f}'}", rank=r)  # fmt: skip
+        elif form == "maskrcnn":  # maskrcnn_benchmark's MetricLogger: each value with its running mean
+            shown_at, mean = log.wall(at), 2.6 + 0.2 * rng.random()
+            v = "nan (nan)" if nan else f"{shown:.4f} ({mean:.4f})"
+            log.j(at, f"{shown_at:%Y-%m-%d %H:%M:%S},{shown_at.microsecond // 1000:03d} maskrcnn_benchmark.trainer INFO: "
+                      f"eta: 8:{59 - n % 60:02d}:58  iter: {step}  loss: {v}  loss_cls: "
+                      f"{'nan (nan)' if nan else f'{shown / 3:.4f} ({mean / 3:.4f})'}  time: {ms / 1000:.4f} (0.2888)  "
+                      "data: 0.0025 (0.0134)  lr: 0.003333  max mem: 2082", rank=r)  # fmt: skip
+        elif form == "returnn":  # RETURNN: no time stamp, one line per step and device
+            v = "nan" if nan else f"{shown * 150:.3f}"
+            log.j(at, f"ep 1 train, step {step}, acc {0.1 + rng.random() / 10:.3f}, loss {v}, loss_att {v}, "
+                      f"total {shown * 3.5:.3f}, mem_usage:cuda:{len(log.gpus) - 1} 7.4GB, {ms / 1600:.3f} sec/step", rank=r)  # fmt: skip
         else:
             fields = [f" [{log.wall(at):%Y-%m-%d %H:%M:%S}] iteration {step:8d}/  500000", f"consumed samples: {step * 1024:12d}",
                       f"elapsed time per iteration (ms): {ms:.1f}", "learning rate: 3.000000E-04",
@@ -127,16 +139,18 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
     if log.style.watchdog == "old":
         caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
                   f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
-        log.j(at, f"{_progress_bar(log, g, at)}[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
+        log.j_wrapped(at, f"{_progress_bar(log, g, at)}[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
         if log.rng.random() < 0.5:
             _abort(log, g, at, f"[Rank {r}] NCCL watchdog thread terminated with exception: {caught}", "", old=True)
         return
     pg = f"PG ID 0 PG GUID 0(default_pg) Rank {r}" if log.style.watchdog == "pg-guid" else f"PG 0 (default_pg) Rank {r}"
+    if log.style.watchdog == "glog" and log.side.random() < 0.25:  # 2.3: a sub-group's PG, no name (ZeRO, FSDP)
+        pg = f"PG 1 Rank {r}"
     bar = _progress_bar(log, g, at)
     caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
               f"NumelIn=262144000, NumelOut=262144000, Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
-    log.j(at, f"{bar}[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}",
-              f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:1664] [{pg}] Exception (either an "
+    log.j_wrapped(at, f"{bar}[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}", rank=r)
+    log.j(at, f"[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:1664] [{pg}] Exception (either an "
               f"error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 1}, "
               f"last completed NCCL work: {last_done}.", rank=r)  # fmt: skip
     roll = log.rng.random()
@@ -152,7 +166,15 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
 
 def _progress_bar(log: HostLog, g: Gpu, at: datetime) -> str:
     """The trainer's last progress-bar redraw, on the rank that draws it, when the bar has no newline
-    yet: the watchdog's line is glued onto its end (PROVENANCE: Lightning/NeMo and tqdm)."""
+    yet: the watchdog's line is glued onto its end (PROVENANCE: Lightning/NeMo and tqdm). Now and then
+    another process's faulthandler dump ends the same way, its ``Extension modules:`` list unended."""
+    if (not log.style.progress or g is not log.gpus[-1]) and log.side.random() < 0.03:
+        thread = 0x7F0000000000 + (log.side.getrandbits(28) << 8)
+        log.j(at, "Fatal Python error: Aborted", "", f"Thread 0x{thread:016x} (most recent call first):", "  <no Python frame>",
+              "", rank=g.rank)  # fmt: skip
+        return ("Extension modules: numpy.core._multiarray_umath, numpy.core._multiarray_tests, numpy.linalg._umath_linalg, "
+                "torch._C, torch._C._fft, torch._C._linalg, torch._C._nested, torch._C._nn, torch._C._sparse, "
+                "torch._C._special, yaml._yaml, sentencepiece._sentencepiece (total: 12)")  # fmt: skip
     if not log.style.progress or g is not log.gpus[-1]:
         return ""
     done = 4000 + log.rng.randrange(6000)
@@ -183,19 +205,33 @@ def _abort(log: HostLog, g: Gpu, at: datetime, what: str, prefix: str, *, old: b
     log.j(at + timedelta(seconds=1), *(prefix + line for line in lines), rank=g.rank)
 
 
-def traceback(log: HostLog, g: Gpu, at: datetime, error: str, frames: list[str] | None = None) -> None:
-    """A Python traceback printed by one rank (``[rankN]:`` prefixed, as torchrun prints them)."""
+def traceback(log: HostLog, g: Gpu, at: datetime, error: str | Callable[[Gpu], str], frames: list[str] | None = None,
+              also: list[Gpu] | None = None) -> None:  # fmt: skip
+    """A Python traceback printed by one rank (``[rankN]:`` prefixed, as torchrun prints them); the
+    ranks ``also`` hit the same error at the same moment, and their lines interleave with its own in
+    no order but each rank's (``g`` starts first)."""
     frames = frames or ['  File "/workspace/megatron/training.py", line 1208, in train_step',
                         "    losses_reduced = forward_backward_func(",
                         '  File "/workspace/megatron/core/pipeline_parallel/schedules.py", line 371, in forward_step',
                         "    output_tensor = model(tokens, position_ids, attention_mask, labels=labels)"]  # fmt: skip
     if log.style.python != "3.10":  # 3.11+: carets under the code of each frame
         frames = [x for line in frames for x in ([line, "    " + "^" * len(line.strip())] if line.startswith("    ") else [line])]
-    lines = ["Traceback (most recent call last):", *frames, error]
+
+    def lines_of(x: Gpu) -> list[str]:
+        return ["Traceback (most recent call last):", *frames, error(x) if callable(error) else error]
+
+    lines = lines_of(g)
     # A vLLM worker (under Ray) logs each line through its logger; torchrun's workers get a rank prefix.
     shown = log.wall(at)
-    prefix = f"ERROR {shown:%m-%d %H:%M:%S} worker_base.py:574] " if log.style.launcher == "ray" else f"[rank{g.rank}]: "
-    log.j(at, *(prefix + line for line in lines), rank=g.rank)
+    if log.style.launcher == "ray":
+        log.j(at, *(f"ERROR {shown:%m-%d %H:%M:%S} worker_base.py:574] {line}" for line in lines), rank=g.rank)
+        return
+    streams = [[(x.rank, f"[rank{x.rank}]: {line}") for line in lines_of(x)] for x in [g, *(also or [])]]
+    out = [streams[0].pop(0)]
+    while any(streams):
+        out.append(log.side.choice([st for st in streams if st]).pop(0))
+    for rank, line in out:
+        log.j(at, line, rank=rank)
 
 
 def torchrun_report(log: HostLog, at: datetime, failed: list[tuple[Gpu, int]], script: str = "pretrain_gpt.py") -> None:

@@ -77,10 +77,16 @@ def aer_record(pci: str, severity: str, rng: random.Random, form: str = "mid") -
     else:
         bit, status, name, long_name = rng.choice(_FATAL)
         layer, mask, who = "Transaction Layer", "00000000", "Requester ID"
-        head = {"old": f"{port}: AER: Uncorrected (Fatal) error received: id={rid}",
-                "mid": f"{port}: AER: Uncorrected (Fatal) error received: {bdf(pci)}",
-                "new": f"{port}: AER: Uncorrected (Fatal) error message received from {bdf(pci)}"}[form]  # fmt: skip
-        sev = "Uncorrected (Fatal)"
+        # a non-fatal uncorrectable error (a completion timeout the device may survive): "Uncorrected
+        # (Non-Fatal)", which newer kernels word "Uncorrectable (Non-Fatal)"
+        kind = "Fatal" if severity == "fatal" else "Non-Fatal"
+        if kind == "Non-Fatal":
+            bit, status, name, long_name = _FATAL[0]
+        word = "Uncorrectable" if form == "new" and kind == "Non-Fatal" else "Uncorrected"
+        head = {"old": f"{port}: AER: {word} ({kind}) error received: id={rid}",
+                "mid": f"{port}: AER: {word} ({kind}) error received: {bdf(pci)}",
+                "new": f"{port}: AER: {word} ({kind}) error message received from {bdf(pci)}"}[form]  # fmt: skip
+        sev = f"{word} ({kind})"
     tag = f"{dev}: AER:" if form == "new" else f"{dev}:"
     where = f"id={rid}({who})" if form == "old" else f"({who})"
     shown = long_name if form == "old" else name
@@ -105,6 +111,7 @@ class Gpu:
     dbe: int = 0
     remap_pending: bool = False
     lost: bool = False  # fallen off the bus: missing from nvidia-smi
+    hung: bool = False  # its GSP does not answer: nvidia-smi reads "Unknown Error" for its sensors
 
     @property
     def pci(self) -> str:
@@ -131,9 +138,11 @@ class HostLog:
     skew_s: float = 0.0  # this host's clock error: every wall-clock stamp it prints is off by it
     tz: str = "UTC"  # the zone its wall clock prints in
     style: Style = field(default_factory=Style)  # how it prints
+    side: random.Random = field(default_factory=lambda: random.Random(0))  # draws of the forms added later
     kernel: list[tuple[float, str]] = field(default_factory=list)
     job: list[tuple[datetime, int | None, str]] = field(default_factory=list)
     services: list[tuple[datetime, str]] = field(default_factory=list)
+    wrapped: set[int] = field(default_factory=set)  # job lines the copy's terminal hard-wrapped
 
     # -- building -------------------------------------------------------------------------------
 
@@ -152,6 +161,18 @@ class HostLog:
     def j(self, at: datetime, *lines: str, rank: int | None = None) -> None:
         """Job-output lines at ``at``, printed by ``rank`` (None: the launcher or agent)."""
         self.job.extend((at, rank, line) for line in lines)
+
+    @property
+    def nccl_host(self) -> str:
+        """The host name NCCL prints before each line: the host's, or a redacted copy's marker
+        (:data:`styles.NCCL_HOST`)."""
+        return self.style.nccl_host or self.host
+
+    def j_wrapped(self, at: datetime, line: str, *, rank: int | None = None) -> None:
+        """A job-output line that the host's terminal hard-wraps in the copy (:data:`styles.JOB_WRAP`)."""
+        if self.style.job_wrap:
+            self.wrapped.add(len(self.job))
+        self.j(at, line, rank=rank)
 
     def gpu(self, bus: str) -> Gpu:
         return next(g for g in self.gpus if g.bus == bus)
@@ -279,13 +300,21 @@ class HostLog:
 
     def kern_log(self) -> str:
         """kern.log: year-less syslog stamps with the kernel's uptime inside; some hosts' rsyslog
-        templates leave out the host name, or pad before ``kernel:``."""
+        templates leave out the host name, or pad before ``kernel:``; where a daemon relays the kernel's
+        ring (klogd), the tag carries its pid: ``kernel[854]:``."""
         lines = []
+        tag = f"kernel[{self.side.randrange(300, 2000)}]:" if self.side.random() < 0.1 else "kernel:"
         for up, m in self._kernel_sorted(split=True):
             at = self.wall(self.boot + timedelta(seconds=up))
             who = {"host": f" {self.host} ", "nohost": " ", "doublespace": "  "}[self.style.syslog]
-            lines.append(f"{MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S}{who}kernel: [{up:12.6f}] {m}\n")
+            lines.append(f"{MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S}{who}{tag} [{up:12.6f}] {m}\n")
         return "".join(lines)
+
+    def nvrm_grep(self) -> str:
+        """What an engineer pasted into the ticket: the NVRM lines of kern.log with the stamps cut off
+        (``cut -d' ' -f5-``: ``kernel: NVRM: …``) or the tag too (bare ``NVRM: …``)."""
+        bare = self.side.random() < 0.5
+        return "".join(f"{'' if bare else 'kernel: '}{m}\n" for _, m in self._kernel_sorted(split=True) if m.startswith("NVRM: "))
 
     def journal(self) -> str:
         """``journalctl`` text in this host's mode (:data:`styles.JOURNAL`), with its boot markers:
@@ -390,8 +419,13 @@ class HostLog:
     def job_log(self) -> str:
         """The job's output on this host: each line behind its launcher's prefix."""
         pids = {g.rank: g.pid for g in self.gpus}
-        return "".join(f"{launcher_prefix(self.style, self.host, rank, pids.get(rank) if rank is not None else None)}{line}\n"
-                       for _, rank, line in sorted(self.job, key=lambda x: x[0]))  # fmt: skip
+        out = []
+        for n, (_, rank, line) in sorted(enumerate(self.job), key=lambda x: x[1][0]):
+            text = f"{launcher_prefix(self.style, self.host, rank, pids.get(rank) if rank is not None else None)}{line}"
+            # (a prefix so long that the message starts on the terminal's second row is left whole)
+            whole = n not in self.wrapped or "Watchdog caught" not in text[:TERMINAL_COLUMNS]
+            out.append(text if whole else "\n".join(hard_wrap(text, self.style.job_wrap)))
+        return "".join(f"{text}\n" for text in out)
 
     def unreachable(self) -> str | None:
         """What ``nvidia-smi`` prints instead of a dump when a GPU it enumerates does not answer (half
@@ -404,34 +438,42 @@ class HostLog:
     def nvidia_smi(self, at: datetime) -> str:
         present = [g for g in self.gpus if not g.lost]
         at = self.wall(at)
-        new = self.style.smi_driver == "575"
         column = self.style.smi_column  # where the colon sits: 32 (304.x), 36 (325-418), 42 (450+)
+        new = self.style.smi_driver == "575" and column == 42
+        # The older layouts are pre-Ampere drivers': "Clocks Throttle Reasons", retired pages instead of
+        # remapped rows (and 304.x's four-digit PCI domain in the GPU's heading).
+        driver = {32: "304.137", 36: "418.87.01"}.get(column, "575.57.08" if new else "550.90.07")
+        reasons = "Clocks Event Reasons" if column == 42 else "Clocks Throttle Reasons"
 
         def kv(name: str, value: object, indent: int = 4) -> str:  # a name longer than the column keeps a space
             return f"{' ' * indent}{name:<{max(column - indent, len(name) + 1)}}: {value}"
 
-        out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0),
-               kv("Driver Version", "575.57.08" if new else "550.90.07", 0), kv("CUDA Version", "12.9" if new else "12.4", 0), "",
+        out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0), kv("Driver Version", driver, 0),
+               *([kv("CUDA Version", "12.9" if new else "12.4", 0)] if column == 42 else []), "",
                kv("Attached GPUs", len(present), 0)]  # fmt: skip
         for g in present:
-
+            if column == 42:
+                memory = ["    Remapped Rows", kv("Correctable Error", 0, 8), kv("Uncorrectable Error", 1 if g.remap_pending else 0, 8),
+                          kv("Pending", "Yes" if g.remap_pending else "No", 8), kv("Remapping Failure Occurred", "No", 8)]  # fmt: skip
+            else:  # a bad page waits for retirement; 450+ drivers say "Remapped Rows : N/A" on these GPUs
+                memory = ["    Retired Pages", kv("Single Bit ECC", 0, 8), kv("Double Bit ECC", 1 if g.remap_pending else 0, 8),
+                          kv("Pending Page Blacklist", "Yes" if g.remap_pending else "No", 8),
+                          *([kv("Remapped Rows", "N/A")] if column == 36 else [])]  # fmt: skip
             out += [
-                f"GPU {g.nvml}",
+                f"GPU {g.nvml[4:] if column == 32 else g.nvml}",
                 kv("Product Name", PRODUCT), kv("Serial Number", g.card.serial), kv("GPU UUID", g.card.uuid),
                 kv("Minor Number", g.minor), kv("Fan Speed", "N/A"), "    PCI", kv("Bus Id", g.nvml, 8),
                 kv("Replays Since Reset", self.rng.choice([1, 2, 5]) if self.rng.random() < 0.03 else 0, 8),
-                "    Clocks Event Reasons", kv("Idle", "Not Active", 8), kv("SW Power Cap", "Not Active", 8),
+                f"    {reasons}", kv("Idle", "Not Active", 8), kv("SW Power Cap", "Not Active", 8),
                 kv("HW Slowdown", "Active" if g.thermal or g.power_brake else "Not Active", 8),
                 kv("HW Thermal Slowdown", "Active" if g.thermal else "Not Active", 12),
                 kv("HW Power Brake Slowdown", "Active" if g.power_brake else "Not Active", 12),
                 kv("SW Thermal Slowdown", "Not Active", 8),
                 "    ECC Errors", "        Volatile", kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
                 "        Aggregate", kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
-                "    Remapped Rows", kv("Correctable Error", 0, 8), kv("Uncorrectable Error", 1 if g.remap_pending else 0, 8),
-                kv("Pending", "Yes" if g.remap_pending else "No", 8), kv("Remapping Failure Occurred", "No", 8),
-                "    Temperature", kv("GPU Current Temp", f"{g.temp} C", 8), kv("GPU Shutdown Temp", "92 C", 8),
+                *memory, "    Temperature", kv("GPU Current Temp", _or_unknown(f"{g.temp} C", g.hung), 8), kv("GPU Shutdown Temp", "92 C", 8),
                 kv("GPU Slowdown Temp", "89 C", 8),
-                "    GPU Power Readings", kv("Power Draw", f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W", 8),
+                "    GPU Power Readings", kv("Power Draw", _or_unknown(f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W", g.hung), 8),
                 kv("Current Power Limit", "700.00 W", 8),
                 # 575 answers the old reset query with an error string, and says it in the new fields.
                 "    GPU Reset Status", kv("Reset Required", "Requested functionality has been deprecated" if new else "No", 8),
@@ -443,9 +485,13 @@ class HostLog:
     def nvidia_smi_xml(self, at: datetime) -> str:
         """``nvidia-smi -q -x``: DTD v12 with its DOCTYPE (``xml-v12``), v11 (515: a declaration
         without encoding, ``clocks_throttle_reasons``), v13 (595), a bare declaration with no encoding
-        (``xml-bare``), or no DOCTYPE (``xml-nodoctype``); tabs or four spaces."""
+        (``xml-bare``), or no DOCTYPE (``xml-nodoctype``); tabs or four spaces. The pre-Ampere layouts:
+        v9 (390.x) and v10 (430.x) with retired pages and the per-structure ECC counts, v11 with retired
+        pages beside a scalar ``<remapped_rows>N/A</remapped_rows>``. Now and then the UUIDs are
+        redacted (``GPU-xxxxx11f-…``), as users paste them."""
         present = [g for g in self.gpus if not g.lost]
         form, ind = self.style.smi_form, "\t" if self.rng.random() < 0.5 else "    "
+        redact = self.side.random() < 0.1
 
         def el(depth: int, tag: str, value: object = None, children: list[str] | None = None) -> list[str]:
             pad = ind * depth
@@ -456,15 +502,17 @@ class HostLog:
         def active(on: bool) -> str:
             return "Active" if on else "Not Active"
 
-        dtd = {"xml-v11": 11, "xml-v12": 12, "xml-v13": 13}.get(form)
-        bare = form in ("xml-bare", "xml-v11", "xml-v13")
+        dtd = {"xml-v9": 9, "xml-v10": 10, "xml-v11": 11, "xml-v12": 12, "xml-v13": 13}.get(form)
+        old = dtd is not None and dtd <= 11  # a pre-Ampere GPU's layout
+        bare = form in ("xml-bare", "xml-v9", "xml-v10", "xml-v11", "xml-v13")
         head = ['<?xml version="1.0" ?>'] if bare else ['<?xml version="1.0" encoding="UTF-8"?>']
         if dtd:
             head.append(f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v{dtd}.dtd">')
-        driver, cuda = {11: ("515.105.01", "11.7"), 13: ("595.84", "13.1")}.get(dtd or 12, ("550.90.07", "12.4"))
+        driver, cuda = {9: ("390.157", None), 10: ("430.64", "10.1"), 11: ("515.105.01", "11.7"),
+                        13: ("595.84", "13.1")}.get(dtd or 12, ("550.90.07", "12.4"))  # fmt: skip
         body = [*el(1, "timestamp", ctime(self.wall(at))), *el(1, "driver_version", driver),
-                *el(1, "cuda_version", cuda), *el(1, "attached_gpus", len(present))]  # fmt: skip
-        why = "clocks_throttle_reason" if dtd == 11 else "clocks_event_reason"  # renamed in 530
+                *(el(1, "cuda_version", cuda) if cuda else []), *el(1, "attached_gpus", len(present))]  # fmt: skip
+        why = "clocks_throttle_reason" if old else "clocks_event_reason"  # renamed in 530
         for g in present:
             bus = g.nvml
             reasons = [*el(3, f"{why}_gpu_idle", "Not Active"), *el(3, f"{why}_sw_power_cap", "Not Active"),
@@ -473,18 +521,33 @@ class HostLog:
                        *el(3, f"{why}_hw_power_brake_slowdown", active(g.power_brake)),
                        *el(3, f"{why}_sw_thermal_slowdown", "Not Active")]  # fmt: skip
             ecc = [*el(3, "dram_correctable", 0), *el(3, "dram_uncorrectable", g.dbe)]
+            if dtd in (9, 10):  # per structure, with a total
+                ecc = [*el(3, "single_bit", children=[f"{ind}{x}" for x in [*el(3, "device_memory", 0), *el(3, "total", 0)]]),
+                       *el(3, "double_bit", children=[f"{ind}{x}" for x in [*el(3, "device_memory", g.dbe),
+                                                                             *el(3, "total", g.dbe)]])]  # fmt: skip
+            if old:
+                pages = [*el(3, "multiple_single_bit_retirement", children=[*el(4, "retired_count", 0), *el(4, "retired_pagelist", "")]),
+                         *el(3, "double_bit_retirement", children=[*el(4, "retired_count", 1 if g.remap_pending else 0),
+                                                                   *el(4, "retired_pagelist", "")]),
+                         *el(3, "pending_retirement", "Yes" if g.remap_pending else "No")]  # fmt: skip
+                memory = [*el(2, "retired_pages", children=pages), *(el(2, "remapped_rows", "N/A") if dtd == 11 else [])]
+            else:
+                memory = el(2, "remapped_rows", children=[*el(3, "remapped_row_corr", 0),
+                                                          *el(3, "remapped_row_unc", 1 if g.remap_pending else 0),
+                                                          *el(3, "remapped_row_pending", "Yes" if g.remap_pending else "No"),
+                                                          *el(3, "remapped_row_failure", "No")])  # fmt: skip
+            uuid = g.card.uuid
+            if redact:  # as pasted into a ticket: the middle of each group crossed out
+                uuid = "GPU-" + "-".join(p[:len(p) // 2] + "x" * (len(p) - len(p) // 2) for p in uuid[4:].split("-"))
             gpu = [
-                *el(2, "product_name", PRODUCT), *el(2, "serial", g.card.serial), *el(2, "uuid", g.card.uuid),
+                *el(2, "product_name", PRODUCT), *el(2, "serial", g.card.serial), *el(2, "uuid", uuid),
                 *el(2, "minor_number", g.minor),
                 *el(2, "pci", children=[*el(3, "pci_bus", g.bus.upper()), *el(3, "pci_bus_id", bus),
                                         *el(3, "replay_counter", 0), *el(3, "replay_rollover_counter", 0)]),
                 *el(2, f"{why}s", children=reasons),
                 *el(2, "ecc_errors", children=[*el(3, "volatile", children=[f"{ind}{x}" for x in ecc]),
                                                *el(3, "aggregate", children=[f"{ind}{x}" for x in ecc])]),
-                *el(2, "remapped_rows", children=[*el(3, "remapped_row_corr", 0),
-                                                  *el(3, "remapped_row_unc", 1 if g.remap_pending else 0),
-                                                  *el(3, "remapped_row_pending", "Yes" if g.remap_pending else "No"),
-                                                  *el(3, "remapped_row_failure", "No")]),
+                *memory,
                 *el(2, "temperature", children=[*el(3, "gpu_temp", f"{g.temp} C"), *el(3, "gpu_temp_max_threshold", "92 C"),
                                                 *el(3, "gpu_temp_slow_threshold", "89 C")]),
                 *el(2, "gpu_power_readings", children=[
@@ -516,6 +579,30 @@ class HostLog:
                            f"{self.rng.randrange(85, 100)} %, {g.dbe if after else 0}")  # fmt: skip
             at, samples = at + timedelta(seconds=60), samples + 1
         return "\n".join(out) + "\n"
+
+
+def _or_unknown(value: str, hung: bool) -> str:
+    """What ``nvidia-smi`` reads from a sensor of a GPU whose firmware does not answer."""
+    return "Unknown Error" if hung else value
+
+
+#: The terminal's width in the copies of job output that hard-wrap (PROVENANCE: 116 columns).
+TERMINAL_COLUMNS = 116
+
+
+def hard_wrap(text: str, how: str, width: int = TERMINAL_COLUMNS) -> list[str]:
+    """``text`` as a terminal of ``width`` columns shows it, copied: ``words`` breaks between words and
+    pads each row with spaces to the width; ``chars`` cuts every width columns, mid-token (``OpTy`` /
+    ``pe=BROADCAST``)."""
+    if how == "chars":
+        return [text[i : i + width] for i in range(0, len(text), width)]
+    rows, row = [], ""
+    for word in text.split(" "):  # as ``fold -s``: a row keeps the space it broke at
+        if row and len(row) + len(word) > width:
+            rows.append(row.ljust(width))
+            row = ""
+        row += f"{word} "
+    return [*rows, row[:-1]]
 
 
 def _journal_entry(fields: dict[str, str | bytes], form: str) -> bytes:

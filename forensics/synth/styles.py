@@ -10,7 +10,7 @@ parser tuned to one form fails the tests. ``tests/test_synth.py`` lists the form
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: The printed forms, by what they print (see PROVENANCE.md "Format variants seen").
 DMESG = ("plain", "ctime", "reltime", "iso-x", "iso", "caller", "talos")
@@ -23,6 +23,9 @@ IB = ("peer", "old", "status", "ibp", "ofi")
 WATCHDOG = ("glog", "glog", "old", "pg-guid")
 AGENT = ("glog", "logging")
 TRAIN = ("megatron", "megatron", "hf", "nanogpt", "litgpt", "mmengine", "mmcv")
+#: Training loops of the older frameworks some teams still run (drawn from the host's second stream,
+#: :meth:`Style.draw`): maskrcnn_benchmark's ``loss: v (mean)`` lines and RETURNN's untimed step lines.
+OLD_TRAIN = ("maskrcnn", "returnn")
 SMI_COLUMN = (42, 42, 36, 32)
 #: The trainer's Python: 3.11 and later print caret lines under the code of each traceback frame.
 PYTHON = ("3.10", "3.11", "3.12")
@@ -49,6 +52,16 @@ EDAC = ("skx", "sbridge", "old")
 TERMINAL = ("", "", "", "", "pager", "wrap")
 #: Whether the trainer draws a tqdm/Lightning progress bar, onto whose end other output gets glued.
 PROGRESS = (False, False, False, True)
+#: How a copied job log shows watchdog lines longer than the terminal: whole, word-wrapped at 116
+#: columns with the rows padded by spaces, or cut at the width mid-token (``OpTy`` / ``pe=BROADCAST``).
+JOB_WRAP = ("", "", "", "", "", "", "words", "chars")
+#: ``nvidia-smi -q -x`` of pre-Ampere drivers: DTD v9 (390.x) and v10 (430.x), retired pages and a
+#: scalar ``<remapped_rows>N/A</remapped_rows>``.
+OLD_XML = ("xml-v9", "xml-v10")
+#: What NCCL names the host as in a copy whose host names were redacted (PROVENANCE's ``<cluster_name>``).
+NCCL_HOST = ("<cluster_name>", "<hostname>")
+#: Where a device-side assert's kernel source lives: a Linux build tree, or a Windows CI runner's.
+ASSERT_PATH = ("linux", "linux", "linux", "windows")
 #: Month names of ``journalctl`` in other locales (``LANG=ru_RU``, ``zh_CN``, ``fr_FR``, ``nl_NL``).
 LOCAL_MONTHS = {
     "ru": ("янв", "фев", "мар", "апр", "мая", "июн", "июл", "авг", "сен", "окт", "ноя", "дек"),
@@ -83,10 +96,16 @@ class Style:
     terminal: str = ""
     late_hostname: bool = False  # the journal's first lines of a boot say "localhost"
     progress: bool = False
+    job_wrap: str = ""
+    assert_path: str = "linux"
+    nccl_host: str = ""  # the name NCCL prints instead of the host's (empty: the host's)
 
     @classmethod
-    def draw(cls, rng: random.Random) -> Style:
-        return cls(
+    def draw(cls, rng: random.Random, side: random.Random | None = None) -> Style:
+        """A host's style from ``rng``; the forms added later come from ``side``, a stream of the host's
+        own, so that adding forms leaves the draws of the rest of a seed's corpus as they were."""
+        side = side or random.Random(0)
+        style = cls(
             dmesg=rng.choice(DMESG), syslog=rng.choice(SYSLOG), journal=rng.choice(JOURNAL),
             locale=rng.choice(sorted(LOCAL_MONTHS)), launcher=rng.choice(LAUNCHER), nccl=rng.choice(NCCL),
             ib=rng.choice(IB), watchdog=rng.choice(WATCHDOG), agent=rng.choice(AGENT), train=rng.choice(TRAIN),
@@ -96,6 +115,14 @@ class Style:
             edac=rng.choice(EDAC), terminal=rng.choice(TERMINAL), late_hostname=rng.random() < 0.3,
             progress=rng.choice(PROGRESS),
         )  # fmt: skip
+        extra: dict[str, object] = {"job_wrap": side.choice(JOB_WRAP), "assert_path": side.choice(ASSERT_PATH)}
+        if side.random() < 0.04:
+            extra["nccl_host"] = side.choice(NCCL_HOST)
+        if side.random() < 0.08:  # an older framework's training loop
+            extra["train"] = side.choice(OLD_TRAIN)
+        if style.smi_form != "text" and side.random() < 0.25:  # a pre-Ampere driver's XML
+            extra["smi_form"] = side.choice(OLD_XML)
+        return replace(style, **extra)  # type: ignore[arg-type]
 
 
 def address(host: str) -> str:
