@@ -11,6 +11,7 @@ import sys
 import tarfile
 import time
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -423,6 +424,48 @@ def test_untimed_lines_take_the_time_of_their_twin_and_addresses_are_the_folders
     twin = ev.row(0, named=True)
     assert twin["ts"] == ev["ts"][1] and '"ts_from":"twin"' in twin["detail"].replace(" ", "")
     assert set(pl.from_arrow(t.files)["host"]) == {"node1", "node2"}
+
+
+def test_a_line_pasted_without_its_stamp_takes_the_moment_its_timed_copies_share(tmp_path: Path) -> None:
+    """An Xid pasted with its stamp cut off (``kernel: NVRM: …``), beside the dmesg and kern.log that both
+    print it at one moment, is of that moment: an earlier job's Xid 13 must not look like this job's."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    xid = "NVRM: Xid (PCI:0000:3b:00): 13, pid=6718, name=python, Graphics SM Warp Exception on (GPC 1, TPC 2, SM 0): Out Of Range Address"
+    (inc / "node1" / "dmesg.log").write_text(f"[Sat Jan 25 10:35:02 2025] {xid}\n")
+    (inc / "node1" / "kern.log").write_text(f"Jan 25 10:35:02 node1 kernel: [ 1851.308145] {xid}\n")
+    (inc / "node1" / "nvrm.txt").write_text(f"kernel: {xid}\n")
+    (inc / "node1" / "later.log").write_text(f"Jan 25 12:00:00 node1 kernel: [ 7249.0] {xid}\n"
+                                             f"kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")  # fmt: skip
+    (inc / "incident.toml").write_text('id = "pasted"\nyear = 2025\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events).filter(pl.col("kind") == "gpu.xid").sort("file")
+    pasted = ev.filter(pl.col("file") == "node1/nvrm.txt").row(0, named=True)
+    assert pasted["ts"] is None  # a third copy two hours later: which moment is not known
+    (inc / "node1" / "later.log").unlink()
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    ev = pl.from_arrow(t.events).filter(pl.col("kind") == "gpu.xid").sort("file")
+    pasted = ev.filter(pl.col("file") == "node1/nvrm.txt").row(0, named=True)
+    assert pasted["ts"] == datetime(2025, 1, 25, 10, 35, 2, tzinfo=UTC) and '"aligned_by":"node1/' in pasted["detail"].replace(" ", "")
+
+
+def test_nvidia_smi_prints_local_time(tmp_path: Path) -> None:
+    """``nvidia-smi``'s stamps carry no zone: in an incident of a zone they are that zone's (a thermal
+    slowdown seen at 02:31 in Los Angeles is 10:31 UTC, minutes after the job died, not eight hours before)."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    col = 42
+    (inc / "node1" / "nvidia-smi-q.txt").write_text("\n".join([
+        "==============NVSMI LOG==============", "", f"{'Timestamp':<{col}}: Fri Feb 14 02:31:50 2025",
+        f"{'Driver Version':<{col}}: 550.90.07", "", f"{'Attached GPUs':<{col}}: 1", "GPU 00000000:DB:00.0",
+        f"    {'Product Name':<{col - 4}}: NVIDIA H100 80GB HBM3", "    Clocks Event Reasons",
+        f"        {'HW Slowdown':<{col - 8}}: Active", f"            {'HW Thermal Slowdown':<{col - 12}}: Active", ""]))  # fmt: skip
+    (inc / "incident.toml").write_text('id = "local"\ntimezone = "America/Los_Angeles"\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    (event,) = pl.from_arrow(t.events).filter(pl.col("kind") == "gpu.thermal_slowdown").rows(named=True)
+    expected = datetime(2025, 2, 14, 10, 31, 50, tzinfo=UTC)
+    assert event["ts"] == expected and '"ts_from":"local"' in event["detail"].replace(" ", "")
+    assert pl.from_arrow(t.gpus)["ts"].to_list() == [expected]
 
 
 def test_a_pdsh_address_beside_nccls_host_name_and_a_late_host_name_are_the_hosts(tmp_path: Path) -> None:

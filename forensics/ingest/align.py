@@ -130,17 +130,29 @@ def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
 # --- clocks ------------------------------------------------------------------------------------------
 
 
+def _in_zone(timezone: str) -> pl.Expr:
+    """``ts``, a wall clock read as UTC, re-read in ``timezone``."""
+    return pl.col("ts").dt.replace_time_zone(None).dt.replace_time_zone(timezone, ambiguous="earliest",
+                                                                        non_existent="null").dt.convert_time_zone("UTC")  # fmt: skip
+
+
 def apply_timezone(events: pl.DataFrame, timezone: str | None) -> pl.DataFrame:
     """Wall-clock stamps read as UTC for want of a zone, re-read in ``timezone``."""
     if not timezone or events.height == 0:
         return events
     assumed = _detail("ts_from") == "assumed"
-    local = pl.col("ts").dt.replace_time_zone(None).dt.replace_time_zone(timezone, ambiguous="earliest",
-                                                                          non_existent="null").dt.convert_time_zone("UTC")  # fmt: skip
     return events.with_columns(
-        ts=pl.when(assumed).then(local).otherwise(pl.col("ts")),
+        ts=pl.when(assumed).then(_in_zone(timezone)).otherwise(pl.col("ts")),
         detail=set_detail("ts_from", pl.lit("local"), when=assumed),
     )
+
+
+def local_times(gpus: pl.DataFrame, timezone: str | None) -> pl.DataFrame:
+    """The ``gpus`` rows' stamps (``nvidia-smi``'s, always the machine's local time, read as UTC by the
+    parser) re-read in ``timezone``."""
+    if not timezone or gpus.height == 0:
+        return gpus
+    return gpus.with_columns(ts=_in_zone(timezone))
 
 
 def date_yearless(events: pl.DataFrame, *, year: int | None, timezone: str | None,
@@ -274,13 +286,19 @@ def align_uptime(events: pl.DataFrame) -> pl.DataFrame:
     return out.drop("_row", "_boot", "_key", "_us", "_start", "_by", "_hit")
 
 
+#: How far apart the timed copies of one line (one per file) may lie and still be one moment.
+TWIN_SPREAD_S = 2
+TWIN_SPREAD = pl.duration(seconds=TWIN_SPREAD_S)
+
+
 def twin_times(events: pl.DataFrame) -> pl.DataFrame:
     """A row still without a time takes the time of its twin: the same message, printed once on the
     same host in another file that has the time (``dmesg --reltime`` next to kern.log, a trimmed
     excerpt next to the journal). ``ts_from`` says ``twin`` and ``aligned_by`` names the file.
 
-    Only unambiguous pairs: the message occurs once among the host's timed rows and once among the
-    untimed rows of its file."""
+    Only unambiguous pairs: the message occurs once among the untimed rows of its file, and among the
+    host's timed rows once, or in several files at one moment (dmesg beside kern.log: the same line
+    twice, within ``TWIN_SPREAD_S``); it takes the earliest."""
     if events.height == 0 or events["ts"].null_count() in (0, events.height):
         return events
     key = pl.col("message").str.slice(0, 300)
@@ -288,7 +306,14 @@ def twin_times(events: pl.DataFrame) -> pl.DataFrame:
     untimed = ev.filter(pl.col("ts").is_null() & pl.col("host").is_not_null() & (pl.col("source") == "kernel"))
     untimed = untimed.filter(pl.len().over("host", "file", "_key") == 1).select("host", "file", "line", "_key")
     timed = ev.filter(pl.col("ts").is_not_null() & (pl.col("source").is_in(["kernel", "journal"])))
-    timed = timed.filter(pl.len().over("host", "_key") == 1).select("host", "_key", _ts="ts", _by="file")
+    timed = (
+        timed.sort("ts", "file", "line")
+        .group_by("host", "_key", maintain_order=True)
+        .agg(_ts=pl.col("ts").first(), _by=pl.col("file").first(), _n=pl.len(), _files=pl.col("file").n_unique(),
+             _spread=pl.col("ts").last() - pl.col("ts").first())
+        .filter((pl.col("_n") == 1) | ((pl.col("_n") == pl.col("_files")) & (pl.col("_spread") <= TWIN_SPREAD)))
+        .select("host", "_key", "_ts", "_by")
+    )  # fmt: skip
     pairs = untimed.join(timed, on=["host", "_key"]).filter(pl.col("file") != pl.col("_by")).drop("_key")
     if pairs.height == 0:
         return events

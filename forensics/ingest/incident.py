@@ -138,6 +138,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     facts = [{**f, "host": file_host.get(f["file"])} for f in facts]
     timezone = config.get("timezone")
     ev = align.apply_timezone(ev, timezone)
+    gp = align.local_times(gp, timezone)  # nvidia-smi's stamps: the machine's local time
     ev = align.date_yearless(ev, year=_int(config.get("year")), timezone=timezone,
                              report_date=align.report_date(report_text), mtimes=mtimes)  # fmt: skip
     ev = align.align_uptime(ev)

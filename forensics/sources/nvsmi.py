@@ -409,7 +409,9 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         if m := _MISSING.search(line):
             missing.append((n, line.strip(), canonical_bdf(m.group(1)) if m.group(1) else None))
     gpus = _gpus_table(rows, file=file, incident=incident, host=host, timezone=timezone)
-    events = _events(rows, missing, file=file, incident=incident, host=host, gpus=gpus)
+    # nvidia-smi prints its time stamps in the machine's local time, without a zone
+    events = _events(rows, missing, file=file, incident=incident, host=host, gpus=gpus,
+                     ts_from="local" if timezone else "assumed")  # fmt: skip
     unparsed = 1 if error and not rows else 0
     if unparsed:
         events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
@@ -456,7 +458,7 @@ def _event_row(kind: str, severity: str, line: int, message: str, gpu: str | Non
 
 
 def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None]], *, file: str, incident: str,
-            host: str | None, gpus: pa.Table) -> pa.Table:  # fmt: skip
+            host: str | None, gpus: pa.Table, ts_from: str) -> pa.Table:  # fmt: skip
     out: list[dict[str, Any]] = []
     ts_column = gpus.column("ts").to_pylist() if gpus.num_rows else []
     for index, r in enumerate(rows):
@@ -466,7 +468,7 @@ def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None
         def emit(kind: str, severity: str, column: str, text: str, code: int | None = None, *,
                  r: dict[str, Any] = r, where: dict[str, int] = where, label: str = label, gpu: str | None = gpu,
                  ts: Any = ts, **detail: Any) -> None:  # fmt: skip
-            detail = {"uuid": r.get("uuid"), "serial": r.get("serial"), **detail}
+            detail = {"uuid": r.get("uuid"), "serial": r.get("serial"), **detail, **({"ts_from": ts_from} if ts else {})}
             out.append(_event_row(kind, severity, where.get(column, r["line"]), f"{label}: {text}", gpu, code, detail,
                                   file, incident, host, ts))  # fmt: skip
 
