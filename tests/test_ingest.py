@@ -449,6 +449,40 @@ def test_a_line_pasted_without_its_stamp_takes_the_moment_its_timed_copies_share
     assert pasted["ts"] == datetime(2025, 1, 25, 10, 35, 2, tzinfo=UTC) and '"aligned_by":"node1/' in pasted["detail"].replace(" ", "")
 
 
+def test_a_container_host_name_is_the_folder_host_when_the_folder_names_one(tmp_path: Path) -> None:
+    """NCCL and torchrun in a container name the container's host name (``user``, a hex id): in a
+    folder whose other files name one host, that name is the host's; a name another folder's files
+    give as their host, or a folder that names no host, is left as it is."""
+    def job(name: str) -> str:
+        return (f"{name}:4711:4798 [3] NCCL INFO comm 0x7f00 rank 3 nranks 16 cudaDev 3 busId 5d000 - Init COMPLETE\n"
+                f"{name}:4711:4790 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.7<4321> "
+                "with error 12, opcode 0, len 0, vendor err 129\n")  # fmt: skip
+
+    inc = tmp_path / "inc"
+    for folder in ("gpu-node-007", "gpu-node-008", "gpu-node-009", "logs"):
+        (inc / folder).mkdir(parents=True)
+    # pdsh by address in front of the container's NCCL lines, beside a dmesg that names no host
+    (inc / "gpu-node-009" / "dmesg.log").write_text("[ 1851.308145] usb 1-1: new device\n")
+    (inc / "gpu-node-009" / "train.log").write_text("".join(f"10.0.0.9: 10.0.0.9: {line}\n" for line in job("user").splitlines()))
+    (inc / "gpu-node-007" / "kern.log").write_text("Jan 25 10:35:02 gpu-node-007 kernel: [ 1851.308145] usb 1-1: new device\n")
+    (inc / "gpu-node-007" / "train.log").write_text(job("user"))
+    (inc / "gpu-node-008" / "kern.log").write_text("Jan 25 10:35:02 gpu-node-008 kernel: [ 1851.308145] usb 1-1: new device\n")
+    (inc / "gpu-node-008" / "train.log").write_text(job("gpu-node-007"))  # the head node's copy of a rank's output
+    (inc / "logs" / "train.log").write_text(job("9f2c4a7b3e1d"))
+    (inc / "incident.toml").write_text('id = "containers"\nyear = 2025\n')
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    files = dict(pl.from_arrow(t.files).select("file", "host").iter_rows())
+    assert files == {"gpu-node-007/kern.log": "gpu-node-007", "gpu-node-007/train.log": "gpu-node-007",
+                     "gpu-node-008/kern.log": "gpu-node-008", "gpu-node-008/train.log": "gpu-node-007",
+                     "gpu-node-009/dmesg.log": "gpu-node-009", "gpu-node-009/train.log": "gpu-node-009",
+                     "logs/train.log": "9f2c4a7b3e1d"}  # fmt: skip
+    ev = pl.from_arrow(t.events).filter(pl.col("kind") == "nccl.net_error")
+    assert dict(ev.select("file", "host").iter_rows()) == {"gpu-node-007/train.log": "gpu-node-007",
+                                                          "gpu-node-008/train.log": "gpu-node-007",
+                                                          "gpu-node-009/train.log": "gpu-node-009",
+                                                          "logs/train.log": "9f2c4a7b3e1d"}  # fmt: skip
+
+
 def test_nvidia_smi_prints_local_time(tmp_path: Path) -> None:
     """``nvidia-smi``'s stamps carry no zone: in an incident of a zone they are that zone's (a thermal
     slowdown seen at 02:31 in Los Angeles is 10:31 UTC, minutes after the job died, not eight hours before)."""

@@ -7,7 +7,9 @@ All of it is Polars over the incident's rows; nothing here reads files.
 ``uname:`` line, a sosreport's ``hostname``); else the first folder below the incident root (an
 archive's name without its endings). Rows that name no host get their file's. A file whose rows name
 only an IPv4 address (Talos' ``dmesg``, a pdsh prefix) in a host's folder is that folder's host; one
-address beside one name (pdsh by address before NCCL's ``host:pid:tid``) is that name's alias. A name
+address beside one name (pdsh by address before NCCL's ``host:pid:tid``) is that name's alias. In a
+host's folder, the one name a job log gives that nothing else in the incident gives (NCCL and torchrun
+in a container print its host name: ``user``, a hex id) is the folder's host. A name
 that names no machine (``localhost``, ``(none)``: what a journal prints before the host name is set,
 early in a boot; a redacted copy's ``<cluster_name>``) counts as no name.
 
@@ -76,7 +78,7 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
         .sort(["file", "n", "host"], descending=[False, True, False])
         .group_by("file", maintain_order=True)
         .agg(content=pl.col("host").first(), named=pl.col("host").filter(~address).first(),
-             _names=(~address).sum(), _addresses=address.sum())
+             _names=(~address).sum(), _addresses=address.sum(), _named=pl.col("host").filter(~address))
     )  # fmt: skip
     containers = pl.DataFrame(
         {"container": list(container_hosts), "from_container": list(container_hosts.values())},
@@ -95,10 +97,44 @@ def file_hosts(events: pl.DataFrame, files: pl.DataFrame, container_hosts: dict[
         .with_columns(content=pl.when(one_address & (pl.col("_names") == 1)).then(pl.col("named"))
                       .when(one_address & (pl.col("_names") == 0) & pl.col("folder").is_not_null()).then(None)
                       .otherwise(pl.col("content")))  # fmt: skip
-        .with_columns(host=short_host(pl.coalesce("content", "from_container", "folder")))
-        .drop("content", "named", "from_container", "folder", "_names", "_addresses")
     )
-    return out
+    return (
+        _container_names(out)
+        .with_columns(host=short_host(pl.coalesce("content", "from_container", "folder")))
+        .drop("content", "named", "from_container", "folder", "_names", "_addresses", "_named")
+    )
+
+
+def _container_names(files: pl.DataFrame) -> pl.DataFrame:
+    """A file whose rows name one host that no other folder names, in a host's folder (its other files
+    are of just the folder's name: a journal or kern.log naming it, a dmesg naming none; the file itself
+    may name the folder too, in a pdsh prefix), is that host's: NCCL and torchrun in a container print
+    the container's host name (``user``, a hex id). ``alias`` keeps the name replaced, for
+    :func:`fill_hosts`."""
+    rows = files.select("file", "folder", "content", "from_container", "_named").to_dicts()
+    by_folder: dict[str | None, set[str]] = {}  # the hosts a folder's files are of (its name: files that name none)
+    for r in rows:
+        host = r["content"] or r["from_container"] or r["folder"]
+        if host is not None:
+            by_folder.setdefault(r["folder"], set()).add(host)
+    alias: dict[str, tuple[str, str]] = {}
+    for r in rows:
+        folder = r["folder"]
+        # (a bug report or sosreport names its host itself)
+        if folder is None or r["from_container"] or not r["_named"]:
+            continue
+        names = set(r["_named"]) - {folder}
+        if len(names) != 1:
+            continue
+        (name,) = names
+        elsewhere = {h for f, hosts in by_folder.items() if f != folder for h in hosts} | set(by_folder) - {folder}
+        if by_folder[folder] - {name} == {folder} and name not in elsewhere:
+            alias[r["file"]] = (name, folder)
+    if not alias:
+        return files.with_columns(alias=pl.lit(None, pl.String))
+    names = pl.col("file").replace_strict({f: a[0] for f, a in alias.items()}, default=None, return_dtype=pl.String)
+    hosts = pl.col("file").replace_strict({f: a[1] for f, a in alias.items()}, default=None, return_dtype=pl.String)
+    return files.with_columns(alias=names, content=pl.coalesce(hosts, "content"))
 
 
 _IPV4 = r"^\d{1,3}(?:\.\d{1,3}){3}$"
@@ -113,10 +149,10 @@ def _placeholder(host: pl.Expr) -> pl.Expr:
 def fill_hosts(events: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
     """Rows that name no host get their file's; the address alias decided by :func:`file_hosts` (a
     file's one IPv4 address, beside at most one name) becomes the file's host."""
-    hosts = files.select("file", file_host="host")
+    hosts = files.select("file", "alias", file_host="host")
     out = events.join(hosts, on="file", how="left", maintain_order="left").with_columns(
-        host=pl.when(_placeholder(pl.col("host"))).then(None).otherwise(pl.col("host"))
-    )
+        host=pl.when(_placeholder(pl.col("host")) | (pl.col("host") == pl.col("alias"))).then(None).otherwise(pl.col("host"))
+    ).drop("alias")
     address = pl.col("host").str.contains(_IPV4)
     addresses = pl.col("host").filter(address).n_unique().over("file")
     names = pl.col("host").filter(~address).n_unique().over("file")

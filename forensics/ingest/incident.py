@@ -132,6 +132,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         mtimes = {k.removeprefix(strip): v for k, v in mtimes.items()}
     files_df = align.file_hosts(ev, files_df, container_hosts)
     ev = align.fill_hosts(ev, files_df)
+    files_df = files_df.drop("alias")
     file_host = dict(files_df.select("file", "host").iter_rows())
     gp = gp.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
     mt = mt.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))

@@ -60,7 +60,7 @@ ROTATED_SHARE = 0.4
 TRUNCATED_SHARE = 0.05
 #: The share of hosts whose NVRM lines were also pasted with their stamps cut off.
 NVRM_GREP_SHARE = 0.06
-#: The share of ``nvidia-smi -q -x`` dumps cut short (pasted by hand, or copied while written).
+#: The share of bystanders' ``nvidia-smi -q -x`` dumps cut short (pasted by hand, or copied while written).
 XML_CUT_SHARE = 0.05
 #: The share of hosts whose archive holds a pstore record of an earlier boot's crash.
 PSTORE_SHARE = 0.04
@@ -210,9 +210,10 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         name = f"{rng.choice(bystanders)}/dmesg.log"
         files[name] = files[name][: rng.randrange(len(files[name]) * 2 // 3, len(files[name]))]
         damage.append(f"{name} truncated")
-    for log in logs:  # an nvidia-smi -q -x pasted by hand, its end cut off (not well-formed)
+    for log in logs:  # a bystander's nvidia-smi -q -x pasted by hand, its end cut off (not well-formed)
         name = f"{log.host}/nvidia-smi-q.xml"
-        if name in files and files[name].startswith(b"<?xml") and log.side.random() < XML_CUT_SHARE:
+        cut = log.side.random() < XML_CUT_SHARE
+        if cut and log is not ctx.log and name in files and files[name].startswith(b"<?xml"):
             files[name] = files[name][: log.side.randrange(len(files[name]) // 2, len(files[name]) - 20)]
             damage.append(f"{name} truncated")
     label = {

@@ -231,7 +231,7 @@ def _trainer_stops(c: Ctx) -> None:
         ranks = [g for g in c.log.gpus if g is not c.g and c.log.side.random() < 0.5]
         local = {g.rank: n for n, g in enumerate(c.log.gpus)}
         traceback(c.log, c.g, c.s(0.5), lambda g: f"AssertionError: Rank {g.rank}: found NaN in local grad norm in backwards "
-                  f"pass. Device: {local[g.rank]}, node: {c.log.host}", frames, also=ranks)  # fmt: skip
+                  f"pass. Device: {local[g.rank]}, node: {c.log.job_host}", frames, also=ranks)  # fmt: skip
         for g in [c.g, *ranks]:
             c.die(c.log, g, 1)
     else:  # the scaler halves the scale at every overflow, down to 1, then gives up

@@ -241,7 +241,7 @@ def torchrun_report(log: HostLog, at: datetime, failed: list[tuple[Gpu, int]], s
         why = (f"Signal {-exitcode} ({signal}) received by PID {g.pid}" if signal
                else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")  # fmt: skip
         local = log.gpus.index(g)
-        return [f"[{n}]:", f"  time      : {log.wall(at):%Y-%m-%d_%H:%M:%S}", f"  host      : {log.host}",
+        return [f"[{n}]:", f"  time      : {log.wall(at):%Y-%m-%d_%H:%M:%S}", f"  host      : {log.job_host}",
                 f"  rank      : {g.rank} (local_rank: {local})", f"  exitcode  : {exitcode} (pid: {g.pid})",
                 "  error_file: <N/A>", f"  traceback : {why}"]  # fmt: skip
 

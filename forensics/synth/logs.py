@@ -163,10 +163,15 @@ class HostLog:
         self.job.extend((at, rank, line) for line in lines)
 
     @property
+    def job_host(self) -> str:
+        """The host name the job's processes see: the host's, or its container's own."""
+        return self.style.container or self.host
+
+    @property
     def nccl_host(self) -> str:
-        """The host name NCCL prints before each line: the host's, or a redacted copy's marker
+        """The host name NCCL prints before each line: the job's, or a redacted copy's marker
         (:data:`styles.NCCL_HOST`)."""
-        return self.style.nccl_host or self.host
+        return self.style.nccl_host or self.job_host
 
     def j_wrapped(self, at: datetime, line: str, *, rank: int | None = None) -> None:
         """A job-output line that the host's terminal hard-wraps in the copy (:data:`styles.JOB_WRAP`)."""

@@ -58,7 +58,8 @@ JOB_WRAP = ("", "", "", "", "", "", "words", "chars")
 #: ``nvidia-smi -q -x`` of pre-Ampere drivers: DTD v9 (390.x) and v10 (430.x), retired pages and a
 #: scalar ``<remapped_rows>N/A</remapped_rows>``.
 OLD_XML = ("xml-v9", "xml-v10")
-#: What NCCL names the host as in a copy whose host names were redacted (PROVENANCE's ``<cluster_name>``).
+#: What NCCL names the host as in a copy whose host names were redacted (PROVENANCE's ``<cluster_name>``);
+#: a container's own host name (``user``, ``hostname-test``, a hex id) is :attr:`Style.container`.
 NCCL_HOST = ("<cluster_name>", "<hostname>")
 #: Where a device-side assert's kernel source lives: a Linux build tree, or a Windows CI runner's.
 ASSERT_PATH = ("linux", "linux", "linux", "windows")
@@ -99,6 +100,7 @@ class Style:
     job_wrap: str = ""
     assert_path: str = "linux"
     nccl_host: str = ""  # the name NCCL prints instead of the host's (empty: the host's)
+    container: str = ""  # the job's container's own host name, which NCCL and torchrun print (empty: none)
 
     @classmethod
     def draw(cls, rng: random.Random, side: random.Random | None = None) -> Style:
@@ -118,6 +120,8 @@ class Style:
         extra: dict[str, object] = {"job_wrap": side.choice(JOB_WRAP), "assert_path": side.choice(ASSERT_PATH)}
         if side.random() < 0.04:
             extra["nccl_host"] = side.choice(NCCL_HOST)
+        if side.random() < 0.04:  # a container started without --hostname: its id, or an image's placeholder
+            extra["container"] = side.choice(["user", "hostname-test", f"{side.getrandbits(48):012x}"])
         if side.random() < 0.08:  # an older framework's training loop
             extra["train"] = side.choice(OLD_TRAIN)
         if style.smi_form != "text" and side.random() < 0.25:  # a pre-Ampere driver's XML
