@@ -301,6 +301,7 @@ VARIANTS = {
     "launcher mpirun rank": r"^\[\d+\] \S",
     "launcher Ray actor": r"^\(RayWorkerVllm pid=\d+\) \S",
     "launcher pdsh by address, doubled": r"^10\.20\.\d+\.\d+: 10\.20\.\d+\.\d+: ",
+    "log viewer's line numbers": r"^\[\d+\] (?:\[rank\d+\]:|\[1,\d+\]<stdout>:|\[\d+\] |gpu-node-\d+: |\S+:\d+:\d+ \[\d\] NCCL)",
     # torch
     "watchdog glog, ns, rank prefix": r"\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d{6} ProcessGroupNCCL\.cpp:\d+\] \[Rank \d+\] Watchdog caught",
     "watchdog old, no numel": r"^(?:.*\] )?\[E ProcessGroupNCCL\.cpp:737\] \[Rank \d+\] Watchdog caught .*OpType=ALLREDUCE, Timeout\(ms\)",

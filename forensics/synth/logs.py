@@ -422,14 +422,17 @@ class HostLog:
         return b"".join(out)
 
     def job_log(self) -> str:
-        """The job's output on this host: each line behind its launcher's prefix."""
+        """The job's output on this host: each line behind its launcher's prefix (and, copied out of a
+        log viewer, behind the viewer's line number)."""
         pids = {g.rank: g.pid for g in self.gpus}
         out = []
         for n, (_, rank, line) in sorted(enumerate(self.job), key=lambda x: x[1][0]):
             text = f"{launcher_prefix(self.style, self.host, rank, pids.get(rank) if rank is not None else None)}{line}"
             # (a prefix so long that the message starts on the terminal's second row is left whole)
-            whole = n not in self.wrapped or "Watchdog caught" not in text[:TERMINAL_COLUMNS]
+            whole = n not in self.wrapped or "Watchdog caught" not in text[:TERMINAL_COLUMNS] or self.style.line_numbers
             out.append(text if whole else "\n".join(hard_wrap(text, self.style.job_wrap)))
+        if self.style.line_numbers:
+            out = [f"[{self.style.line_numbers + i}] {text}" for i, text in enumerate(out)]
         return "".join(f"{text}\n" for text in out)
 
     def unreachable(self) -> str | None:

@@ -101,6 +101,7 @@ class Style:
     assert_path: str = "linux"
     nccl_host: str = ""  # the name NCCL prints instead of the host's (empty: the host's)
     container: str = ""  # the job's container's own host name, which NCCL and torchrun print (empty: none)
+    line_numbers: int = 0  # copied from a log viewer that numbers its lines (``[80746] ``) from this one; 0: none
 
     @classmethod
     def draw(cls, rng: random.Random, side: random.Random | None = None) -> Style:
@@ -122,6 +123,8 @@ class Style:
             extra["nccl_host"] = side.choice(NCCL_HOST)
         if side.random() < 0.04:  # a container started without --hostname: its id, or an image's placeholder
             extra["container"] = side.choice(["user", "hostname-test", f"{side.getrandbits(48):012x}"])
+        if side.random() < 0.05:  # the job's log copied out of a web log viewer, its line numbers kept
+            extra["line_numbers"] = side.randrange(1, 90000)
         if side.random() < 0.08:  # an older framework's training loop
             extra["train"] = side.choice(OLD_TRAIN)
         if style.smi_form != "text" and side.random() < 0.25:  # a pre-Ampere driver's XML
