@@ -117,6 +117,8 @@ def _container_names(files: pl.DataFrame) -> pl.DataFrame:
         host = r["content"] or r["from_container"] or r["folder"]
         if host is not None:
             by_folder.setdefault(r["folder"], set()).add(host)
+    named_by_others = {f: {h for g, hosts in by_folder.items() if g != f for h in hosts} | set(by_folder) - {f}
+                       for f in by_folder}  # fmt: skip
     alias: dict[str, tuple[str, str]] = {}
     for r in rows:
         folder = r["folder"]
@@ -127,8 +129,7 @@ def _container_names(files: pl.DataFrame) -> pl.DataFrame:
         if len(names) != 1:
             continue
         (name,) = names
-        elsewhere = {h for f, hosts in by_folder.items() if f != folder for h in hosts} | set(by_folder) - {folder}
-        if by_folder[folder] - {name} == {folder} and name not in elsewhere:
+        if by_folder[folder] - {name} == {folder} and name not in named_by_others[folder]:
             alias[r["file"]] = (name, folder)
     if not alias:
         return files.with_columns(alias=pl.lit(None, pl.String))

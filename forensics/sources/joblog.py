@@ -141,9 +141,6 @@ def _first(text: str) -> str:
     return text.split("\n", 1)[0]
 
 
-_FABRIC = re.compile(r"NCCL WARN .*?(?:NET/\w+|[Cc]ompletion|ibv_\w+|\bib\w+ failed)")
-
-
 def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
     line = _first(text)
     m = re.search(r"with (?:error|status=?)\s*(\d+),? opcode[ =](\d+),? len[ =](\d+),? vendor err (\d+)", line)
@@ -157,9 +154,9 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
         "local_gid": _find(r"localGid (\S+)", line), "remote_gid": _find(r"remoteGids?\s*(\S+)", line),
         "text": line.split("NCCL WARN", 1)[-1].strip(),
-        # the fabric's own error (a work completion, the IB/OFI plugin), or a socket the peer closed or
-        # reset: often only the echo, on its peer, of a fabric error elsewhere
-        "layer": "fabric" if _FABRIC.search(line) else "socket",
+        # the fabric's own error (a work completion, the IB/OFI plugin: the grammar's first anchor), or a
+        # socket the peer closed or reset: often only the echo, on its peer, of a fabric error elsewhere
+        "layer": "fabric" if parts["tokens"][0].type == "A_NCCL__NET_ERROR" else "socket",
     }  # fmt: skip
     return row("nccl.net_error", "error", {k: v for k, v in fields.items() if v is not None}, code=status)
 

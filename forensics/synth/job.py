@@ -139,14 +139,14 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
     if log.style.watchdog == "old":
         caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
                   f"Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
-        log.j_wrapped(at, f"{_progress_bar(log, g, at)}[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
+        log.j_wrapped(at, f"{_glued_before(log, g, at)}[E ProcessGroupNCCL.cpp:737] {caught}", rank=r)
         if log.rng.random() < 0.5:
             _abort(log, g, at, f"[Rank {r}] NCCL watchdog thread terminated with exception: {caught}", "", old=True)
         return
     pg = f"PG ID 0 PG GUID 0(default_pg) Rank {r}" if log.style.watchdog == "pg-guid" else f"PG 0 (default_pg) Rank {r}"
     if log.style.watchdog == "glog" and log.side.random() < 0.25:  # 2.3: a sub-group's PG, no name (ZeRO, FSDP)
         pg = f"PG 1 Rank {r}"
-    bar = _progress_bar(log, g, at)
+    bar = _glued_before(log, g, at)
     caught = (f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
               f"NumelIn=262144000, NumelOut=262144000, Timeout(ms)=600000) ran for {ran_ms} milliseconds before timing out.")  # fmt: skip
     log.j_wrapped(at, f"{bar}[rank{r}]:[E{_glog(shown)} ProcessGroupNCCL.cpp:607] {caught}", rank=r)
@@ -164,10 +164,10 @@ def watchdog_timeout(log: HostLog, g: Gpu, at: datetime, seq: int, ran_ms: int, 
         _abort(log, g, at, f"[{pg}] Process group watchdog thread terminated with exception: {caught}", f"[rank{r}]: ")
 
 
-def _progress_bar(log: HostLog, g: Gpu, at: datetime) -> str:
-    """The trainer's last progress-bar redraw, on the rank that draws it, when the bar has no newline
-    yet: the watchdog's line is glued onto its end (PROVENANCE: Lightning/NeMo and tqdm). Now and then
-    another process's faulthandler dump ends the same way, its ``Extension modules:`` list unended."""
+def _glued_before(log: HostLog, g: Gpu, at: datetime) -> str:
+    """What the watchdog's line is glued onto the end of, if anything: the trainer's last progress-bar
+    redraw, on the rank that draws it, when the bar has no newline yet (PROVENANCE: Lightning/NeMo and
+    tqdm); now and then another process's faulthandler dump, its ``Extension modules:`` list unended."""
     if (not log.style.progress or g is not log.gpus[-1]) and log.side.random() < 0.03:
         thread = 0x7F0000000000 + (log.side.getrandbits(28) << 8)
         log.j(at, "Fatal Python error: Aborted", "", f"Thread 0x{thread:016x} (most recent call first):", "  <no Python frame>",
