@@ -161,7 +161,7 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         # NTP keeps clocks within a second or so; now and then a host's has drifted by minutes.
         skew = rng.uniform(90, 300) * rng.choice([-1, 1]) if rng.random() < BAD_CLOCK_SHARE else rng.gauss(0, 0.6)
         # The host's second stream (seeded by what the first drew) draws the forms added since: new
-        # forms leave the rest of a seed's corpus as it was.
+        # forms mostly leave the rest of a seed's corpus as it was.
         side = random.Random(f"{host}/{boot.isoformat()}")
         log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng, side), side=side)
         log.boot_messages("4.4.0-210-generic" if log.style.kernel == "4.4" else

@@ -260,8 +260,10 @@ def code_bug(c: Ctx) -> None:
                     r"\NLLLoss2d.cu:103: block: [4,0,0]")  # fmt: skip
         else:
             site = "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0]"
-        c.log.j(c.fail, *(f"[rank{c.g.rank}]: {site}, thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed."
-                          for t in range(3)), rank=c.g.rank)  # fmt: skip
+        # the kernel's printf buffer is flushed when the context syncs: now and then after the traceback
+        late = c.log.side.random() < 0.3
+        c.log.j(c.s(0.2) if late else c.fail, *(f"[rank{c.g.rank}]: {site}, thread: [{t},0,0] Assertion `t >= 0 && "
+                                                 "t < n_classes` failed." for t in range(3)), rank=c.g.rank)  # fmt: skip
         traceback(c.log, c.g, c.s(0.1), "RuntimeError: CUDA error: device-side assert triggered")
     else:
         traceback(c.log, c.g, c.fail, c.rng.choice([

@@ -459,6 +459,16 @@ class HostLog:
         out = ["==============NVSMI LOG==============", "", kv("Timestamp", ctime(at), 0), kv("Driver Version", driver, 0),
                *([kv("CUDA Version", "12.9" if new else "12.4", 0)] if column == 42 else []), "",
                kv("Attached GPUs", len(present), 0)]  # fmt: skip
+        # 450+ on Hopper: MIG mode, the inforom's BBX flush, GPU C2C mode (575), the SRAM half of the
+        # ECC counts with its sources, the NVSwitch fabric (PROVENANCE: sections by generation)
+        hopper_head = ["    MIG Mode", kv("Current", "Disabled", 8), kv("Pending", "Disabled", 8),
+                       *([kv("GPU C2C Mode", "N/A")] if new else []), "    Inforom BBX Object Flush",
+                       kv("Latest Timestamp", f"{at:%Y/%m/%d %H:%M:%S}.{at.microsecond // 1000:03d}", 8),
+                       kv("Latest Duration", "88355 us", 8)] if column == 42 else []  # fmt: skip
+        sram = [kv(f"SRAM {n}", 0, 12) for n in ("Correctable", "Uncorrectable Parity", "Uncorrectable SEC-DED")] if column == 42 else []
+        sram_sources = ([kv("SRAM Threshold Exceeded", "No", 12), "        Aggregate Uncorrectable SRAM Sources",
+                         *(kv(f"SRAM {n}", 0, 12) for n in ("L2", "SM", "Microcontroller", "PCIE", "Other"))]
+                        if column == 42 else [])  # fmt: skip
         for g in present:
             if column == 42:
                 memory = ["    Remapped Rows", kv("Correctable Error", 0, 8), kv("Uncorrectable Error", 1 if g.remap_pending else 0, 8),
@@ -470,23 +480,24 @@ class HostLog:
             out += [
                 f"GPU {g.nvml[4:] if column == 32 else g.nvml}",
                 kv("Product Name", PRODUCT), kv("Serial Number", g.card.serial), kv("GPU UUID", g.card.uuid),
-                kv("Minor Number", g.minor), kv("Fan Speed", "N/A"), "    PCI", kv("Bus Id", g.nvml, 8),
+                kv("Minor Number", g.minor), *hopper_head, kv("Fan Speed", "N/A"), "    PCI", kv("Bus Id", g.nvml, 8),
                 kv("Replays Since Reset", self.rng.choice([1, 2, 5]) if self.rng.random() < 0.03 else 0, 8),
                 f"    {reasons}", kv("Idle", "Not Active", 8), kv("SW Power Cap", "Not Active", 8),
                 kv("HW Slowdown", "Active" if g.thermal or g.power_brake else "Not Active", 8),
                 kv("HW Thermal Slowdown", "Active" if g.thermal else "Not Active", 12),
                 kv("HW Power Brake Slowdown", "Active" if g.power_brake else "Not Active", 12),
                 kv("SW Thermal Slowdown", "Not Active", 8),
-                "    ECC Errors", "        Volatile", kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
-                "        Aggregate", kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
-                *memory, "    Temperature", kv("GPU Current Temp", _or_unknown(f"{g.temp} C", g.hung), 8), kv("GPU Shutdown Temp", "92 C", 8),
+                "    ECC Errors", "        Volatile", *sram, kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
+                "        Aggregate", *sram, kv("DRAM Correctable", 0, 12), kv("DRAM Uncorrectable", g.dbe, 12),
+                *sram_sources, *memory, "    Temperature", kv("GPU Current Temp", _or_unknown(f"{g.temp} C", g.hung), 8), kv("GPU Shutdown Temp", "92 C", 8),
                 kv("GPU Slowdown Temp", "89 C", 8),
                 "    GPU Power Readings", kv("Power Draw", _or_unknown(f"{self.rng.randrange(90, 700)}.{self.rng.randrange(100):02d} W", g.hung), 8),
                 kv("Current Power Limit", "700.00 W", 8),
                 # 575 answers the old reset query with an error string, and says it in the new fields.
                 "    GPU Reset Status", kv("Reset Required", "Requested functionality has been deprecated" if new else "No", 8),
                 kv("Drain and Reset Recommended", "Requested functionality has been deprecated" if new else "No", 8),
-                *(["    GPU Recovery Action", kv("Action", "None", 8)] if new else []), "",
+                *(["    GPU Recovery Action", kv("Action", "None", 8)] if new else []),
+                *(["    Fabric", kv("State", "Completed", 8), kv("Status", "Success", 8)] if column == 42 else []), "",
             ]  # fmt: skip
         return "\n".join(out) + "\n"
 
@@ -500,6 +511,8 @@ class HostLog:
         present = [g for g in self.gpus if not g.lost]
         form, ind = self.style.smi_form, "\t" if self.rng.random() < 0.5 else "    "
         redact = self.side.random() < 0.1
+        if ind == "    " and self.side.random() < 0.3:  # some versions indent by eight spaces
+            ind = " " * 8
 
         def el(depth: int, tag: str, value: object = None, children: list[str] | None = None) -> list[str]:
             pad = ind * depth
@@ -550,6 +563,8 @@ class HostLog:
             gpu = [
                 *el(2, "product_name", PRODUCT), *el(2, "serial", g.card.serial), *el(2, "uuid", uuid),
                 *el(2, "minor_number", g.minor),
+                *(el(2, "mig_mode", children=[*el(3, "current_mig", "Disabled"), *el(3, "pending_mig", "Disabled")])
+                  if not old else []),
                 *el(2, "pci", children=[*el(3, "pci_bus", g.bus.upper()), *el(3, "pci_bus_id", bus),
                                         *el(3, "replay_counter", 0), *el(3, "replay_rollover_counter", 0)]),
                 *el(2, f"{why}s", children=reasons),

@@ -106,7 +106,7 @@ class Style:
     @classmethod
     def draw(cls, rng: random.Random, side: random.Random | None = None) -> Style:
         """A host's style from ``rng``; the forms added later come from ``side``, a stream of the host's
-        own, so that adding forms leaves the draws of the rest of a seed's corpus as they were."""
+        own, so that adding forms mostly leaves the draws of the rest of a seed's corpus as they were."""
         side = side or random.Random(0)
         style = cls(
             dmesg=rng.choice(DMESG), syslog=rng.choice(SYSLOG), journal=rng.choice(JOURNAL),
