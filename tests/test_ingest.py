@@ -23,9 +23,9 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 
-from .conftest import REAL_CORPUS
+from .conftest import GOLDEN, REAL_CORPUS
 
-SAMPLES = Path(__file__).parents[2] / "shared" / "samples"
+SAMPLES = GOLDEN
 CORPUS = Path(__file__).parents[1] / "corpus"
 DMESG = (
     "[    0.000000] Linux version 5.15.0-91-generic (buildd@lcy02) (gcc 11.4.0) #101-Ubuntu SMP\n"

@@ -203,8 +203,7 @@ def test_shuffled_and_truncated_job_lines(lines: list[str], newline: str, cut: i
 
 def test_extract_first_one_pass_and_per_form_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small inputs take the whole alternation at once, large ones a form at a time: same columns."""
-    samples = Path(__file__).parents[2] / "shared" / "samples"
-    text = "\n".join(p.read_text("utf-8", "replace") for d in ("nccl", "torch", "trainlog") for p in sorted((samples / d).iterdir()))
+    text = "\n".join(p.read_text("utf-8", "replace") for d in ("nccl", "torch", "trainlog") for p in golden_cases(d))
     lines, _ = split_lines(text.encode())
     assert lines.len() > 400
     for forms in (prefix.WRAPPER_FORMS, prefix.LOGGER_FORMS):

@@ -246,8 +246,8 @@ def test_the_stamped_fast_path_reads_every_line_as_the_whole_envelope_does(tmp_p
     the golden inputs, the corpus and 100 generated incidents (their printed forms) the columns are the
     ones the whole alternation gives."""
     root = Path(__file__).parents[1]
-    texts = [p.read_bytes() for d in (root.parent / "shared" / "samples", root / "tests" / "golden")
-             for p in sorted(d.rglob("*")) if p.is_file() and p.suffix != ".jsonl"]  # fmt: skip
+    texts = [p.read_bytes() for p in sorted((root / "tests" / "golden").rglob("*"))
+             if p.is_file() and p.suffix not in (".jsonl", ".md")]  # fmt: skip
     synth(tmp_path / "synth", 100, seed=7)
     incidents = [*find_incidents([root / "corpus"]).incidents, *find_incidents([tmp_path / "synth"]).incidents]
     texts += [item.member.data or b"" for ref in incidents for item in members(ref, Limits())]

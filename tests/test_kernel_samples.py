@@ -1,6 +1,6 @@
 """What the real samples must give, stated by hand (the golden files hold every row; this holds the facts).
 
-Each case names a line of a sample in ``shared/samples`` (copied under tests/golden/kernel) and the
+Each case names a line of a sample in ``tests/golden/kernel`` and the
 fields its record must have.
 """
 

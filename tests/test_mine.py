@@ -19,27 +19,27 @@ from forensics.mine import engine
 from forensics.mine.language import RuleError, load_library, parse_rules
 from forensics.schema import EVENTS
 
-from .conftest import REAL_CORPUS
+from .conftest import GOLDEN, REAL_CORPUS
 
 ROOT = Path(__file__).parents[1]
 CORPUS = ROOT / "corpus"
-SAMPLES = ROOT.parent / "shared" / "samples"
+SAMPLES = GOLDEN
 
 # Each real sample whose thread established (or whose excerpt shows) the cause: file -> cause, and the
 # line that must be among the evidence.
 KNOWN = {
-    "dmesg/dmesg-T-edac-sbridge-mce-262-ce-overflow-01.log": ("host_memory", "EDAC"),
-    "dmesg/dmesg-T-grep-nvrm-xid79-crash-dump-continuation-01.log": ("gpu_hardware", "fallen off the bus"),
-    "dmesg/dmesg-T-xid119-gsp-rpc-timeout-01.log": ("gpu_hardware", "119"),
-    "dmesg/dmesg-decode-iso-repeated-xid13-xid43-h100-01.log": ("code_bug", "13,"),
-    "dmesg/dmesg-iso-xid48-dbe-xid63-rowremap-xid94-peermem-01.log": ("gpu_memory", "48,"),
-    "dmesg/dmesg-mlx5-health-compromised-irisc-not-responding-01.log": ("network", "health compromised"),
-    "dmesg/dmesg-nvme-qid0-timeout-reset-removed-01.log": ("storage", "nvme"),
-    "dmesg/dmesg-oom-killer-python-old-kernel-stack-hex-01.log": ("host_oom", "invoked oom-killer"),
-    "dmesg/dmesg-reltime-aer-fatal-cmplto-nvidia-no-callback-01.log": ("pcie_link", "Uncorrected (Fatal)"),
-    "dmesg/dmesg-xid79-fallen-off-bus-multiline-no-xid-01.log": ("gpu_hardware", "The NVIDIA GPU 0000:b3:00.0"),
-    "dmesg/kernlog-oom-killer-gc-thread-calltrace-01.log": ("host_oom", "oom"),
-    "dmesg/syslog-nohost-mce-edac-sbridge-ce-scrubbing-01.log": ("host_memory", "EDAC"),
+    "kernel/dmesg-T-edac-sbridge-mce-262-ce-overflow-01.log": ("host_memory", "EDAC"),
+    "kernel/dmesg-T-grep-nvrm-xid79-crash-dump-continuation-01.log": ("gpu_hardware", "fallen off the bus"),
+    "kernel/dmesg-T-xid119-gsp-rpc-timeout-01.log": ("gpu_hardware", "119"),
+    "kernel/dmesg-decode-iso-repeated-xid13-xid43-h100-01.log": ("code_bug", "13,"),
+    "kernel/dmesg-iso-xid48-dbe-xid63-rowremap-xid94-peermem-01.log": ("gpu_memory", "48,"),
+    "kernel/dmesg-mlx5-health-compromised-irisc-not-responding-01.log": ("network", "health compromised"),
+    "kernel/dmesg-nvme-qid0-timeout-reset-removed-01.log": ("storage", "nvme"),
+    "kernel/dmesg-oom-killer-python-old-kernel-stack-hex-01.log": ("host_oom", "invoked oom-killer"),
+    "kernel/dmesg-reltime-aer-fatal-cmplto-nvidia-no-callback-01.log": ("pcie_link", "Uncorrected (Fatal)"),
+    "kernel/dmesg-xid79-fallen-off-bus-multiline-no-xid-01.log": ("gpu_hardware", "The NVIDIA GPU 0000:b3:00.0"),
+    "kernel/kernlog-oom-killer-gc-thread-calltrace-01.log": ("host_oom", "oom"),
+    "kernel/syslog-nohost-mce-edac-sbridge-ce-scrubbing-01.log": ("host_memory", "EDAC"),
     "journal/journal-fabricmanager-start-sh-pre-nvl5-nothing-to-do-01.log": ("driver", "fabricmanager"),
     "nccl/nccl-ib-completion-status12-vendor129-ib-plugin-roce-gid-01.log": ("network", "status=12"),
     "nccl/nccl-ib-completion-error4-vendor81-then-service-thread-closed-01.log": ("network", "error 4"),

@@ -3,7 +3,7 @@
 A :class:`HostLog` collects kernel messages (seconds since boot) and job-output lines (wall time) as a
 scenario unfolds, then renders them in the printed forms real archives have: raw ``dmesg``, ``kern.log``
 (year-less syslog with the embedded uptime), ``journalctl -o short-iso``, a job log mixing NCCL, PyTorch
-and the training loop, and an ``nvidia-smi -q`` snapshot. Message shapes follow ``../shared/samples``.
+and the training loop, and an ``nvidia-smi -q`` snapshot. Message shapes follow the real samples in ``tests/golden``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How each synthetic host prints: the printed forms of ``../shared/samples/PROVENANCE.md``'s variant list.
+"""How each synthetic host prints: the printed forms of ``tests/golden/PROVENANCE.md``'s variant list.
 
 A host draws one :class:`Style` — its dmesg form, its syslog and journal forms, the launcher that
 prefixes its job output, its NCCL, PyTorch, torchrun and training-loop generation, its ``nvidia-smi``
