@@ -84,13 +84,15 @@ class Families:
                 for k in self.grammar.families]  # fmt: skip
         return pl.concat_list(hits).list.drop_nulls()
 
-    def parse_record(self, text: str, *, full: bool = False,
-                     candidates: list[str] | None = None) -> tuple[Fields | None, str | None]:  # fmt: skip
+    def parse_record(self, text: str, *, full: bool = False, candidates: list[str] | None = None,
+                     from_anchor: bool = True) -> tuple[Fields | None, str | None]:  # fmt: skip
         """(fields, None) for a family, (None, None) for no family, (None, error) when every family
         whose anchors the record has rejected it.
 
         ``full=True`` tries every family, not only those whose anchors appear (the Lark-only path);
-        ``candidates`` are the families whose anchors the first line has, when the caller knows them.
+        ``candidates`` are the families whose anchors the first line has, when the caller knows them;
+        ``from_anchor=False`` leaves out the second try from the anchor on (:meth:`from_anchor`), for a
+        caller that tries other grammars first.
         """
         lark = self.lark()
         if candidates is None:
@@ -106,7 +108,33 @@ class Families:
                     error = f"{kind}: {short_error(exc, text)}"
                 continue
             return self.enrichers.get(kind, self.generic)(parts, text), None
+        if error is not None and from_anchor:
+            return self.from_anchor(text, candidates) or (None, error)
         return None, error
+
+    def from_anchor(self, text: str, candidates: list[str]) -> tuple[Fields, None] | None:
+        """A record whose family anchor follows text the envelope did not take (an odd stamp such as
+        ``[...]`` or ``[123]``, an empty level field, a paste's own label): the family read from its
+        anchor on, so that one stray prefix does not lose the event.
+
+        >>> from forensics.sources.kernel import KERNEL
+        >>> fields, _ = KERNEL.parse_record("[...] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+        >>> fields["kind"], fields["code"]
+        ('gpu.xid', 79)
+        """
+        first = text.split("\n", 1)[0]
+        anchors = dict(self._anchors)
+        for kind in candidates:
+            m = anchors[kind].search(first)
+            if m is None or m.start() == 0:
+                continue
+            rest = text[m.start():]
+            try:
+                parts = self.lark().parse(rest, start=rule_of(kind))
+            except LarkError:
+                continue
+            return self.enrichers.get(kind, self.generic)(parts, rest), None
+        return None
 
 
 def short_error(exc: LarkError, text: str) -> str:

@@ -340,6 +340,8 @@ def _py_exception(parts: dict[str, Any], text: str) -> dict[str, Any]:
     out = row(kind, "error", {k: v for k, v in detail.items() if v is not None})
     if kind == "cuda.oom":
         out["detail"].update(_oom_fields(exc_text))
+    if kind == "job.killed" and "Killed" in exc_text:
+        out["detail"]["signal"] = "SIGKILL"
     if kind == "job.report":
         out["detail"]["script"] = _find(r"\n(\S+) FAILED", text)
     rank = _int(_find(r"\bRank (\d+)\b", exc_text))
@@ -348,6 +350,34 @@ def _py_exception(parts: dict[str, Any], text: str) -> dict[str, Any]:
     node = _find(r"\bnode: (\S+)", exc_text)
     if node:
         out["detail"]["node"] = node
+    return out
+
+
+#: The numbers CUDA, THC, Caffe and the CUDA samples print for an error (``error=2``, ``(802)``,
+#: ``code=802(…)``, ``(4 vs. 0)``, ``Error 802:``).
+_CUDA_CODE = re.compile(r"\berror=(\d+)\b|[Cc]uda runtime error \((\d+)\)|\bcode=(\d+)\(|\((\d+) vs\. 0\)|\bError (\d+): ")
+
+
+def _error_line(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    """An error line with no traceback above it (the ``cuda.error`` family): its kind is what the
+    message means (``data/job_errors.toml``), a CUDA error when nothing more precise matches."""
+    line = _first(text).strip()
+    kind = classify_error(text) or "cuda.error"
+    if kind in ("job.report", "torch.watchdog_timeout"):  # those need their own family's fields
+        kind = "cuda.error"
+    m = _CUDA_CODE.search(line)
+    cuda_code = int(next(g for g in m.groups() if g)) if m else None
+    detail: dict[str, Any] = {"type": _find(r"^(?:\S*\s)?([A-Za-z_][\w.]*(?:Error|Exception))\b:?", line),
+                              "error": line, "cuda_code": cuda_code, "traceback": False}  # fmt: skip
+    if kind == "cuda.oom":
+        detail.update(_oom_fields(text))
+    if kind == "job.killed":
+        detail["signal"] = "SIGKILL" if "Killed" in line else None
+    out = row(kind, "critical" if kind == "job.killed" else "error", {k: v for k, v in detail.items() if v is not None},
+              code=cuda_code)  # fmt: skip
+    rank = _int(_find(r"\bRank (\d+)\b", line))
+    if rank is not None:
+        out["rank"] = rank
     return out
 
 
@@ -425,6 +455,7 @@ TORCH = Families("traceback", {
     "torch.heartbeat_timeout": _heartbeat, "torch.nccl_error": _nccl_error, "cpp.abort": _cpp_abort,
     "cpp.stack": _cpp_stack, "cuda.device_assert": _device_assert, "job.exit": _job_exit,
     "job.child_failed": _child_failed, "job.report": _report, "py.exception": _py_exception,
+    "cuda.error": _error_line,
 }, generic=_generic)  # fmt: skip
 TRAIN = Families("trainlog", {
     "train.overflow": _overflow, "train.grad_nonfinite": _nonfinite("train.grad_nonfinite"),
@@ -443,14 +474,21 @@ def parse_record(text: str, *, block: str = "single", full: bool = False) -> tup
     ('torch', 'torch.watchdog_timeout', 1, 1800000)
     """
     error = None
+    tried: list[tuple[Families, list[str]]] = []
     for families in FAMILIES:
         candidates = [k for k in families.candidates(text) if block in _BLOCK_FAMILIES.get(k, (block,))]
         if not candidates and not full:
             continue
-        fields, err = families.parse_record(text, full=full, candidates=candidates)
+        fields, err = families.parse_record(text, full=full, candidates=candidates, from_anchor=False)
         if fields is not None:
             return fields, None, _GRAMMAR_SOURCE[families.name]
         error = error or err
+        tried.append((families, candidates))
+    # No grammar read the record from its first byte: read it from an anchor that follows text no
+    # prefix took (a collector's stamp, a paste's own label), every grammar's whole parse tried first.
+    for families, candidates in tried if error else ():
+        if found := families.from_anchor(text, candidates):
+            return found[0], None, _GRAMMAR_SOURCE[families.name]
     return None, error, None
 
 
@@ -1281,6 +1319,13 @@ _SNIFF = {
 }
 
 
+@cache
+def _torch_sniff() -> str:
+    """PyTorch's own lines, and an error line of the ``cuda.error`` family: a file of one such line (a
+    paste of the last line of a job's output) is the job's output, not a kernel log."""
+    return _SNIFF["torch"] + "|" + TORCH.grammar.anchor_regex("cuda.error")
+
+
 def sniff_scores(head: str) -> dict[str, float]:
     """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
     trainer (step lines and trainer messages), after launcher and logger prefixes.
@@ -1300,7 +1345,7 @@ def _scores(head: str) -> tuple[tuple[str, float], ...]:
     trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg).is_not_null()
     shares = df.select(
         nccl=(msg.str.contains(_SNIFF["nccl"]) | (pl.col("logger") == "nccl")).mean(),
-        torch=msg.str.contains(_SNIFF["torch"]).mean(),
+        torch=msg.str.contains(_torch_sniff()).mean(),
         trainlog=trainer.mean(),
     ).row(0, named=True)
     return tuple((name, min(1.0, 3.0 * float(share or 0.0))) for name, share in shares.items())

@@ -256,9 +256,13 @@ def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
         out["caused_by_xid"] = int(m[1])
     if m := re.search(r"Timeout after (\d+)s of waiting for RPC response from GPU(\d+) GSP! Expected function (\d+) \((\w+)\)", body):
         out.update(rpc_timeout_s=int(m[1]), gpu_index=int(m[2]), rpc_function=int(m[3]), rpc_name=m[4])
-    if m := re.search(r"^([A-Z][A-Z0-9_]+) (Fatal|Nonfatal|Non-fatal) (XC\d) i(\d+) Link (\d+) \(([^)]*)\)", body):
+    # NVLink5 units (FACTS C1d): the columns are padded on some drivers (`NETIR_LINK_EVT  Fatal   XC0`),
+    # `Link -1` is an event of no one link, and the registers open with intrinfo and errorstatus
+    if m := re.search(r"^([A-Z][A-Z0-9_]+)\s+(Fatal|Nonfatal|Non-fatal)\s+(XC\d)\s+i(\d+)\s+Link\s+(-?\d+)\s*(?:\(([^)]*)\))?", body):
+        registers = (m[6] or "").split()
         out.update(unit=m[1], fatal=m[2] == "Fatal", xc=m[3], instance=int(m[4]), link=int(m[5]),
-                   registers=m[6].split())  # fmt: skip
+                   registers=registers, intrinfo=registers[0] if registers else None,
+                   error_status=registers[1] if len(registers) > 1 else None)  # fmt: skip
     if m := re.search(r"NVLink: fatal error detected on link (\d+)\(([^)]*)\)", body):
         out.update(link=int(m[1]), registers=[r.strip() for r in m[2].split(",")], fatal=True)
     if m := re.search(r"physAddr (0x[0-9a-fA-F]+)", body):
@@ -274,8 +278,8 @@ def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
 
 
 def _off_bus(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    bdf = next((str(t) for t in parts["tokens"] if t.type == "BDF"), None)
-    pci_id = next((str(t) for t in parts["tokens"] if t.type == "PCI_ID"), None)
+    bdf = next((str(t) for t in parts["tokens"] if t.type == "OFF_BUS_GPU"), None)
+    pci_id = _search(r"\(PCI ID: ([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)", text)
     return row("gpu.off_bus", "critical", gpu=canonical_bdf(bdf), code=79, text=_oneline(text), pci_id=pci_id)
 
 
@@ -284,6 +288,8 @@ _DRIVER_EVENTS = (
     ("identity", r"^NVRM: (?:GPU at PCI:|GPU Board Serial Number|GPU \S+: GPU serial number|GPU UUID)", "info"),
     ("reset", r"needs to be reset|reset required|GPU reset", "error"),
     ("init_failed", r"RmInitAdapter failed|rm_init_adapter failed|RmInitAdapter: |probe routine failed|failed to allocate|not supported by", "error"),
+    # "NVRM: API mismatch: the client has the version X, but / NVRM: this kernel module has the version Y."
+    ("version_mismatch", r"API mismatch|this kernel module has the version|have the same version", "error"),
     ("gsp", r"GSP|_kgsp|RPC", "error"),
     ("crash_dump", r"crash dump", "error"),
     ("assert", r"Assertion failed|nvAssert", "warning"),
@@ -451,7 +457,11 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
         detail.update(syndrome=m[1], syndrome_text=m[2].strip())
     if fw := _search(r"fw_ver ([\d.]+)", text):
         detail["fw_ver"] = fw
-    sev = "warning" if "insufficient power" in first else "error"
+    if m := re.search(r"Port module event(?:\[error\])?: module (\d+), ([^\n]+)", first):
+        detail.update(module=int(m[1]), module_status=m[2].strip())
+    if m := re.search(r"NETDEV WATCHDOG: (\S+) \(([^)]*)\): transmit queue (\d+) timed out", first):
+        detail.update(device=m[1], driver=m[2], tx_queue=int(m[3]))
+    sev = "warning" if "insufficient power" in first or "module_status" in detail else "error"
     return row("net.nic", sev, detail)
 
 
