@@ -43,6 +43,29 @@ def split_lines(data: bytes) -> tuple[pl.Series, int]:
     return lines.alias("line"), bad
 
 
+def dedent(lines: pl.Series) -> pl.Series:
+    """A paste indented as a whole (a markdown code block, a quote in an e-mail) loses the indentation
+    every non-blank line shares, when it is two columns or more: the log's own indentation (NVRM and
+    traceback continuation lines) is what is left.
+
+    >>> dedent(pl.Series(["    [ 1.0] NVRM: a", "", "        NVRM: b"])).to_list()
+    ['[ 1.0] NVRM: a', '', '    NVRM: b']
+    >>> dedent(pl.Series(["[ 1.0] a", "    b"])).to_list()
+    ['[ 1.0] a', '    b']
+    """
+    for pad in (" ", "\t"):
+        text = lines.filter(lines.str.strip_chars() != "")
+        if text.is_empty():
+            return lines
+        common = (text.str.len_chars() - text.str.strip_chars_start(pad).str.len_chars()).min()
+        if common is None or common < (2 if pad == " " else 1):
+            continue
+        lines = pl.select(
+            pl.when(lines.str.strip_chars() == "").then(lines).otherwise(lines.str.slice(int(common)))
+        ).to_series().alias(lines.name)
+    return lines
+
+
 def _binary_lines(data: bytes) -> pa.LargeBinaryArray:
     """One binary value per line, without its "\\n" (``data`` ends with one)."""
     newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,3 +25,17 @@ def golden_cases(source: str) -> list[Path]:
 #: The bundled real incidents (``corpus/`` without its generated set ``corpus/synthetic/``): the tests
 #: that count rows of the real samples read these.
 REAL_CORPUS = sorted(p for p in (Path(__file__).parents[1] / "corpus").iterdir() if p.is_dir() and p.name != "synthetic")
+#: The first 15 of them (``corpus/PROVENANCE.md`` before its December 2026 section): the tests that
+#: print exact counts of a whole ingest read these.
+FIRST_CORPUS = [
+    p for p in REAL_CORPUS
+    if f"| {p.name} |" in (p.parent / "PROVENANCE.md").read_text("utf-8").split("## Incidents gathered in December 2026")[0]
+]
+
+
+def first_samples() -> set[str]:
+    """The names of the first 77 real samples (``tests/golden/PROVENANCE.md`` before its December 2026
+    section): one launcher prefix style each, so that files can be mixed without changing what a
+    share-based prefix decision sees."""
+    text = (GOLDEN / "PROVENANCE.md").read_text("utf-8").split("## Samples gathered in December 2026")[0]
+    return {m.group(1) for m in re.finditer(r"^\| [a-z]+/([^ |]+) \|", text, flags=re.MULTILINE)}

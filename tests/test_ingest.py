@@ -23,7 +23,7 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 
-from .conftest import GOLDEN, REAL_CORPUS
+from .conftest import FIRST_CORPUS, GOLDEN
 
 SAMPLES = GOLDEN
 CORPUS = Path(__file__).parents[1] / "corpus"
@@ -276,7 +276,7 @@ def test_dask_engine_gives_the_same_dataset(mixed: Path, tmp_path: Path) -> None
 
 def test_kill_9_during_ingest_then_rerun(tmp_path: Path) -> None:
     """A real SIGKILL of the CLI in the middle of a run; the rerun completes the same dataset."""
-    roots = REAL_CORPUS  # 15 incidents
+    roots = FIRST_CORPUS  # 15 incidents
     ds = tmp_path / "ds"
     run = subprocess.Popen([sys.executable, "-m", "forensics", "ingest", *map(str, roots), "-o", str(ds), "-j", "1", "-q"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -353,7 +353,7 @@ def test_hostile_archives(tmp_path: Path) -> None:
 
 
 def test_cli_ingest_corpus(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["ingest", *map(str, REAL_CORPUS), "-o", str(tmp_path / "ds"), "--quiet"])
+    result = CliRunner().invoke(main, ["ingest", *map(str, FIRST_CORPUS), "-o", str(tmp_path / "ds"), "--quiet"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == f"{tmp_path / 'ds'}: 15 added, 0 replaced, 0 unchanged, 0 failed"

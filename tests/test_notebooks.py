@@ -13,7 +13,7 @@ import forensics
 from forensics import plots
 from forensics.stats import incident_facts
 
-from .conftest import REAL_CORPUS
+from .conftest import FIRST_CORPUS
 
 ROOT = Path(__file__).parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -41,7 +41,7 @@ def test_notebook_runs(path: Path) -> None:
 @pytest.fixture(scope="module")
 def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
     out = tmp_path_factory.mktemp("corpus") / "ds"
-    forensics.ingest(REAL_CORPUS, out, jobs=1)
+    forensics.ingest(FIRST_CORPUS, out, jobs=1)
     return forensics.open_dataset(out)
 
 

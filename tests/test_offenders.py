@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import forensics
 from forensics.cli import main
 
-from .conftest import REAL_CORPUS
+from .conftest import FIRST_CORPUS
 
 HOSTS = [f"n{i:03d}" for i in range(200)]
 BUSES = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"]
@@ -89,7 +89,7 @@ def test_a_card_that_never_moved_is_undetermined() -> None:
 
 
 def test_offenders_command_on_the_corpus(tmp_path) -> None:
-    forensics.ingest(REAL_CORPUS, tmp_path / "ds", jobs=1)
+    forensics.ingest(FIRST_CORPUS, tmp_path / "ds", jobs=1)
     r = CliRunner().invoke(main, ["offenders", str(tmp_path / "ds")])
     assert (r.exit_code, r.output) == (0, "no repeat offenders\n")
 

@@ -20,7 +20,7 @@ from forensics.cli import main
 from forensics.report import build
 from forensics.store import incident_key
 
-from .conftest import REAL_CORPUS
+from .conftest import FIRST_CORPUS
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 #: Markup in a log line, a host name and an incident id; each would run script if written raw.
@@ -34,7 +34,7 @@ INCIDENT = "inc'><img src=x onerror=window.__pwned=4>"
 @pytest.fixture(scope="module")
 def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
     out = tmp_path_factory.mktemp("corpus") / "ds"
-    forensics.ingest(REAL_CORPUS, out, jobs=1)
+    forensics.ingest(FIRST_CORPUS, out, jobs=1)
     return forensics.open_dataset(out)
 
 

@@ -13,7 +13,7 @@ from forensics.cli import main
 from forensics.mine import engine, signals
 from forensics.mine.language import load_library
 
-from .conftest import REAL_CORPUS
+from .conftest import FIRST_CORPUS
 
 #: Three real incidents: a PCIe chain, a memory chain, a hang.
 PICKED = ("pcie-fatal-cmplto-training-hang", "hbm-dbe-row-remap-xid48-63-94", "xid79-fallen-off-bus-akash")
@@ -22,7 +22,7 @@ PICKED = ("pcie-fatal-cmplto-training-hang", "hbm-dbe-row-remap-xid48-63-94", "x
 @pytest.fixture
 def archive(tmp_path: Path) -> Path:
     root = tmp_path / "incidents"
-    for path in REAL_CORPUS:
+    for path in FIRST_CORPUS:
         if path.name in PICKED:
             shutil.copytree(path, root / path.name)
     assert len(list(root.iterdir())) == len(PICKED)

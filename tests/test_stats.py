@@ -13,7 +13,7 @@ import forensics
 from forensics.cli import main
 from forensics.stats import incident_facts, summary
 
-from .conftest import REAL_CORPUS
+from .conftest import FIRST_CORPUS
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 
@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parents[1] / "corpus"
 @pytest.fixture(scope="module")
 def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenDataset:
     out = tmp_path_factory.mktemp("corpus") / "ds"
-    forensics.ingest(REAL_CORPUS, out, jobs=1)
+    forensics.ingest(FIRST_CORPUS, out, jobs=1)
     return forensics.open_dataset(out)
 
 

@@ -38,7 +38,7 @@ from ..errors import ParseError
 from ..families import Families, row
 from ..pci import canonical_bdf
 from ..schema import METRICS
-from ..text import split_lines
+from ..text import dedent, split_lines
 from . import envelope, kernel, prefix
 from .base import SourceResult, events_table, short_host, template_expr
 
@@ -61,7 +61,8 @@ _BLOCK_FAMILIES = {
 }  # fmt: skip
 
 _KERNEL_STAMP = (
-    r"^\[ *\+?\d+\.\d+\](?:\[ *[TC]\d+\])? |^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\] "
+    # (dmesg -T in any locale: "[wo jul 28 05:19:43 2021]", as the kernel envelope reads it)
+    r"^\[ *\+?\d+\.\d+\](?:\[ *[TC]\d+\])? ?|^\[\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4}\] "
     r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:\S+ )?kernel: |^kernel: |^kern *:\w+ *: "
 )
 #: ``dmesg --time-format iso``: microseconds after a comma and an offset, which Python logging never prints.
@@ -842,6 +843,7 @@ class _Carry:
 def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | None, source: str,
            year: int | None, timezone: str | None, on_error: str, full: bool) -> tuple[pa.Table, pa.Table]:  # fmt: skip
     lines, bad_utf8 = split_lines(data)
+    lines = dedent(lines)
     carry.bad_utf8 += bad_utf8
     offset_lines, offset_rows = carry.lines, carry.rows
     carry.lines += lines.len()
@@ -1251,6 +1253,9 @@ def iter_chunks(read: Any, size: int = CHUNK_BYTES) -> Iterator[bytes]:
         if not block:
             break
         buf = pending + block
+        if len(block) < size:  # the end of the input: what is left is one chunk, nothing to cut
+            pending = buf
+            break
         end = buf.rfind(b"\n") + 1
         if not end:
             pending = buf

@@ -47,7 +47,7 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
-from ..text import split_lines
+from ..text import dedent, split_lines
 from . import envelope
 from .base import SourceResult, collect, events_table, short_host, template_expr
 
@@ -338,6 +338,15 @@ def _sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def _aer_bit(name_text: str | None, bits: list[str]) -> str | None:
+    """Adds the short name of one bit line (``CmpltTO (First)``) to ``bits``; the name when it is first."""
+    name_text = (name_text or "").strip()
+    short = catalog.aer_short_name(name_text.removesuffix("(First)").strip())
+    if short not in bits:
+        bits.append(short)
+    return short if name_text.endswith("(First)") else None
+
+
 def _aer_severity(text: str) -> str:
     if "Fatal)" in text and "Non-Fatal" not in text:
         return "fatal"
@@ -365,6 +374,10 @@ def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
                 bdf = _tok(_tokens(sid), "BDF")
                 hexid = _tok(_tokens(sid), "HEXDIGITS")
                 source_id = canonical_bdf(bdf) if bdf else requester_id_bdf(hexid or "", (port or "0000")[:4])
+        elif line.data == "aer_cont":
+            endpoint = endpoint or canonical_bdf(_tok(tokens, "BDF"))
+            if _tok(tokens, "AER_BIT_1") is not None:
+                first_bit = _aer_bit(_tok(tokens, "TEXT"), bits) or first_bit
         elif line.data == "aer_detail":
             endpoint = endpoint or canonical_bdf(_tok(tokens, "BDF"))
             for field in _trees(line.children):
@@ -377,12 +390,7 @@ def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
                     vendor_device = _search(r"\[([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\]", _tok(sub, "A_PCIE__AER_3") or "")
                     status, mask = [str(t) for t in sub if t.type == "HEXDIGITS"][:2]
                 elif field.data == "aer_bit":
-                    name_text = (_tok(sub, "TEXT") or "").strip()
-                    short = catalog.aer_short_name(name_text.removesuffix("(First)").strip())
-                    if short not in bits:
-                        bits.append(short)
-                    if name_text.endswith("(First)"):
-                        first_bit = short
+                    first_bit = _aer_bit(_tok(sub, "TEXT"), bits) or first_bit
                 elif field.data == "aer_tlp":
                     tlp.append(((_tok(sub, "A_PCIE__AER_5") or "") + (_tok(sub, "TEXT") or "")).strip())
     aer_severity = _aer_severity(severity_word or "")
@@ -637,6 +645,7 @@ def parse_text(
     ``services`` and ``detail_columns`` are passed to :func:`parse_records`.
     """
     lines, bad_utf8 = split_lines(data)
+    lines = dedent(lines)
     n_lines = len(lines)
     env = envelope.split(lines)
     if with_envelope is not None:
