@@ -43,22 +43,25 @@ def split_lines(data: bytes) -> tuple[pl.Series, int]:
     return lines.alias("line"), bad
 
 
-def dedent(lines: pl.Series) -> pl.Series:
+def dedent(lines: pl.Series, least: int = 2) -> pl.Series:
     """A paste indented as a whole (a markdown code block, a quote in an e-mail) loses the indentation
-    every non-blank line shares, when it is two columns or more: the log's own indentation (NVRM and
-    traceback continuation lines) is what is left.
+    every non-blank line shares, when it is ``least`` columns or more: the log's own indentation (NVRM
+    and traceback continuation lines) is what is left. (A kernel log's lines never all start with a
+    space, so one column is a paste's there; a trainer may print every line after one.)
 
     >>> dedent(pl.Series(["    [ 1.0] NVRM: a", "", "        NVRM: b"])).to_list()
     ['[ 1.0] NVRM: a', '', '    NVRM: b']
     >>> dedent(pl.Series(["[ 1.0] a", "    b"])).to_list()
     ['[ 1.0] a', '    b']
+    >>> dedent(pl.Series([" [ 1.0] a", " [ 2.0] b"]), least=1).to_list()
+    ['[ 1.0] a', '[ 2.0] b']
     """
     for pad in (" ", "\t"):
         text = lines.filter(lines.str.strip_chars() != "")
         if text.is_empty():
             return lines
         common = (text.str.len_chars() - text.str.strip_chars_start(pad).str.len_chars()).min()
-        if common is None or common < (2 if pad == " " else 1):
+        if common is None or common < (least if pad == " " else 1):
             continue
         lines = pl.select(
             pl.when(lines.str.strip_chars() == "").then(lines).otherwise(lines.str.slice(int(common)))

@@ -75,19 +75,9 @@ def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenD
 #: Real incidents of corpus/ not diagnosed as labelled yet, and why. An entry that starts passing must
 #: leave this list (the test fails both ways), so the list is always the tool's true state.
 KNOWN_MISSES = {
-    "hang-simpletuner-3099-gated-dataset-rank-asymmetric-allgather": "watchdog line with an elided stamp, wrapped over three lines",
-    "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose",
-    "hw-gpu-driver-container-735-fm-590-vs-driver-580": "fabric manager's own log file (version mismatch) is not read",
-    "hw-nccl-1562-h200-fabric-manager-failure-nvls": "one NCCL NVLS warning: no rule ties it to the fabric manager",
-    "hw-osm-1364-longma-bmc-uncorrectable-ecc-dimm": "BMC/IPMI SEL lines are not read",
-    "hw-osm-759-snap02-rasdaemon-ce-dimm": "rasdaemon's ras-mc-ctl rows are not read",
-    "hw-osm-89-spike01-bmc-uncorrectable-mce": "BMC machine-check log lines are not read",
-    "hw-pytorch-177472-h100-fabricmanager-nvls-bind": "NCCL's NVLS bind failure hint naming the fabric manager is not read",
+    "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose (the log shows an unspecified launch failure)",
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
-    "hw-sichek-51-gpu1-gsp-reset-required-nccltest": "NV_ERR_RESET_REQUIRED lines pasted with a leading space join one record",
-    "hw-slime-326-megatron-async-ckpt-eio": "a Python logger's [Errno 5] Input/output error is not a storage event",
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: TensorFlow step lines are not read, and no throttle signal is logged",
-    "net-nccl-2076-v100-ddp-ib-nodes-connection-reset": "NCCL remote error with 'Connection reset by peer' seen only through PyTorch",
     "num-tablemaster-32-mmcv-grad-norm-nan-mixed-precision": "an mmcv step line pasted without its logger prefix",
 }
 

@@ -252,14 +252,27 @@ def _heartbeat(parts: dict[str, Any], text: str) -> dict[str, Any]:
     return {**row("torch.heartbeat_timeout", "critical", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
 
 
+#: What PyTorch's "NCCL error in: …, <reason>" says, as the ncclResult_t it names (nccl.h's strings).
+_NCCL_REASONS = (
+    (r"unhandled cuda error", 1), (r"unhandled system error", 2), (r"internal error", 3),
+    (r"invalid argument", 4), (r"invalid usage", 5), (r"remote process exited or there was a network error", 6),
+)  # fmt: skip
+
+
 def _nccl_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
     rank, pg = _pg_rank(text)
     cause = _find(r"thread terminated with exception: ([^\n]*)", text)
     kind = (classify_error(cause) if cause else None) or "torch.nccl_error"
     if kind in ("job.report", "train.loss_nonfinite", "train.grad_nonfinite"):
         kind = "torch.nccl_error"
-    fields = {"pg": pg, "cause": cause, "via": "watchdog" if cause else None, "text": _first(text)}
-    return {**row(kind, "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
+    names = {v: k for k, v in _nccl_codes()["result"].items()}
+    named = _find(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b", text)
+    result = names.get(named) if named else next((c for rx, c in _NCCL_REASONS if re.search(rx, text)), None)
+    fields = {"pg": pg, "cause": cause, "via": "watchdog" if cause else None, "text": _first(text),
+              "result": _nccl_codes()["result"].get(result) if result is not None else None,
+              "nccl_version": _find(r"NCCL version (\d+\.\d+\.\d+)", text),
+              "last_error": _find(r"Last error:\s*\n?\s*([^\n]+)", text)}  # fmt: skip
+    return {**row(kind, "error", {k: v for k, v in fields.items() if v is not None}, code=result), "rank": rank}
 
 
 def _cpp_abort(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -523,6 +536,7 @@ class _Blocks:
 
 
 _EXC_LINE = re.compile(r"^[^\s]")
+_EXC_NAMED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
 _FAILED = re.compile(r"^\S+ FAILED\s*$")
 _RULE = re.compile(r"^=+\s*$")
 _SITE = re.compile(r"^(.*?): block: \[")
@@ -690,6 +704,9 @@ def _split_records(rows: list[tuple[Any, ...]]) -> _Blocks:
             start(key, idx, "dangle", "dangle")
         elif cls == "nccl_version":
             start(key, idx, "version", "single")
+        elif cls is None and next_cls == "exc_cont" and _EXC_NAMED.match(msg):
+            # an exception line whose traceback was cut, and its continuation (ncclRemoteError:, Last error:)
+            start(key, idx, "tb_exc", "single")
         elif cls == "wd_head" and not _WRAP_END.search(msg):
             wrap = [idx]
     return out

@@ -286,7 +286,7 @@ def _off_bus(parts: dict[str, Any], text: str) -> dict[str, Any]:
 _DRIVER_EVENTS = (
     ("driver_load", r"loading NVIDIA (?:UNIX|Linux)? ?(?:\S+ )?(?:Open )?Kernel Module", "info"),
     ("identity", r"^NVRM: (?:GPU at PCI:|GPU Board Serial Number|GPU \S+: GPU serial number|GPU UUID)", "info"),
-    ("reset", r"needs to be reset|reset required|GPU reset", "error"),
+    ("reset", r"(?i)needs to be reset|reset required|GPU reset", "error"),
     ("init_failed", r"RmInitAdapter failed|rm_init_adapter failed|RmInitAdapter: |probe routine failed|failed to allocate|not supported by", "error"),
     # "NVRM: API mismatch: the client has the version X, but / NVRM: this kernel module has the version Y."
     ("version_mismatch", r"API mismatch|this kernel module has the version|have the same version", "error"),
@@ -489,6 +489,14 @@ def _mce(parts: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _edac(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"EDAC (?:\w+ )?MC(\d+): (\d+) (CE|UE) ([^\n]*?) on ([^\s(]+)", text)
+    # rasdaemon: "1 Corrected error(s): memory read error at CPU_SrcID#1_MC#1_Chan#1_DIMM#0"; a BMC:
+    # "Uncorrectable ECC / other uncorrectable memory error @P2-DIMMH2(CPU2)"
+    other = re.search(r"(\d+) (Corrected|Uncorrected) error\(s\): ([^\n]*?) at (\S+)", text)
+    sel = re.search(r"(Uncorrectable|Correctable) ECC[^@\n]*(?:@\s*([\w-]+))?", text)
+    if m is None and other is not None:
+        return _edac_row(None, int(other[1]), "CE" if other[2] == "Corrected" else "UE", other[3], other[4], text)
+    if m is None and sel is not None:
+        return _edac_row(None, 1, "CE" if sel[1] == "Correctable" else "UE", "ECC", sel[2], text)
     count = int(m[2]) if m else None
     kind = m[3] if m else ("UE" if "ncorrect" in text else None)
     ce = count if kind == "CE" else (0 if kind == "UE" else None)
@@ -500,6 +508,12 @@ def _edac(parts: dict[str, Any], text: str) -> dict[str, Any]:
         channel=_int(_search(r"channel:(\d+)", text)), slot=_int(_search(r"slot:(\d+)", text)),
         page=_search(r"page:(0x[0-9a-f]+)", text), text=_oneline(text),
     )  # fmt: skip
+
+
+def _edac_row(mc: int | None, count: int, kind: str, error: str, dimm: str | None, text: str) -> dict[str, Any]:
+    return row("host.edac", "critical" if kind == "UE" else "warning", mc=mc,
+               ce=count if kind == "CE" else 0, ue=count if kind == "UE" else 0, error=error.strip(), dimm=dimm,
+               overflow=False, text=_oneline(text))  # fmt: skip
 
 
 def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -645,7 +659,7 @@ def parse_text(
     ``services`` and ``detail_columns`` are passed to :func:`parse_records`.
     """
     lines, bad_utf8 = split_lines(data)
-    lines = dedent(lines)
+    lines = dedent(lines, least=1)
     n_lines = len(lines)
     env = envelope.split(lines)
     if with_envelope is not None:
