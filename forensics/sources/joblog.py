@@ -305,11 +305,20 @@ def _device_assert(parts: dict[str, Any], text: str) -> dict[str, Any]:
     return row("cuda.device_assert", "error", fields)
 
 
+_SLURM_SIGNALS = {"Killed": "SIGKILL", "Terminated": "SIGTERM", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT"}
+
+
 def _job_exit(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    code = _int(_find(r"exitcode: (-?\d+)", text))
-    return row("job.exit", "error" if code else "info", code=code, pid=_int(_find(r"\(pid: (\d+)\)", text)),
-               local_rank=_int(_find(r"local_rank: (\d+)", text)), binary=_find(r"of binary: (\S+)", text),
-               signal=_SIGNALS.get(-code) if code and code < 0 else None)  # fmt: skip
+    m = re.search(r"exitcode: (-?\d+)|exits with return code = (-?\d+)|Exited with exit code (\d+)", text)
+    code = _int(next((g for g in m.groups() if g is not None), None) if m else None)
+    srun = re.search(r"srun: error: (\S+): tasks? ([\d,\-]+): (Killed|Terminated|Segmentation fault|Aborted)", text)
+    signal = _SIGNALS.get(-code) if code and code < 0 else (_SLURM_SIGNALS[srun[3]] if srun else None)
+    out = row("job.exit", "error" if code or signal else "info", code=code, pid=_int(_find(r"\(pid: (\d+)\)", text)),
+              local_rank=_int(_find(r"local_rank: (\d+)", text)), binary=_find(r"of binary: (\S+)", text),
+              signal=signal, tasks=_find(r"srun: error: \S+: tasks? ([\d,\-]+):", text))  # fmt: skip
+    if host := _find(r"srun: error: (\S+): task", text):
+        out["host"] = host
+    return out
 
 
 def _child_failed(parts: dict[str, Any], text: str) -> dict[str, Any]:

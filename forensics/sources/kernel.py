@@ -152,13 +152,26 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
         .otherwise(pl.lit(""))
     )  # fmt: skip
     df = df.with_columns(open_tag=line_tag.forward_fill().shift(1))
+    # Whether the open block was opened by its head, or is an orphan (an excerpt cut into a report:
+    # "memory: usage …", the task table): a family's own line inside an orphan block (the OOM kill
+    # line after the task table of a report pasted without its head) opens the event's record.
+    family_line = pl.col("ctag").is_not_null() & pl.col("kflag")
+    origin = (
+        pl.when(pl.col("blank") | pl.col("marker")).then(pl.lit(""))
+        .when(pl.col("htag").is_not_null() | family_line).then(pl.lit("head"))
+        .when(pl.col("ctag").is_not_null() & (pl.col("open_tag") != pl.col("ctag")).fill_null(True)).then(pl.lit("orphan"))
+        .when(pl.col("ctag").is_not_null() | pl.col("cont0")).then(pl.lit(None, pl.String))
+        .otherwise(pl.lit(""))
+    )  # fmt: skip
+    df = df.with_columns(open_origin=origin.forward_fill().shift(1))
     is_cont = (
         ~pl.col("blank") & ~pl.col("marker") & pl.col("htag").is_null()
         & (pl.col("cont0") | (pl.col("ctag").is_not_null() & (pl.col("open_tag") == pl.col("ctag"))))
+        & ~(family_line & (pl.col("open_origin") == "orphan"))
     ).fill_null(False)  # fmt: skip
     start = ~is_cont | (pl.int_range(pl.len()) == 0)
     return df.with_columns(rec=start.cum_sum() - 1, head=start).drop(
-        "cont0", "htag", "ctag", "last", "open_tag", "blank", "marker", "tagged", "msg", "raw_indented"
+        "cont0", "htag", "ctag", "last", "open_tag", "open_origin", "blank", "marker", "tagged", "msg", "raw_indented"
     )
 
 
@@ -518,14 +531,17 @@ def _edac_row(mc: int | None, count: int, kind: str, error: str, dimm: str | Non
 
 def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
     invoker = _search(r"^(.+?) invoked oom-killer:", text)
-    killed = re.search(r"Kill(?:ed)? process (\d+) \((.+?)\)", text)
+    # the victim: "Killed process N" (4.x names its candidate in "Kill process M … or sacrifice child"
+    # first, then kills a child of it), else the candidate
+    killed = re.search(r"Killed process (\d+) \((.+?)\)", text) or re.search(r"Kill process (\d+) \((.+?)\)", text)
     task = re.search(r"oom-kill:constraint=([^,\n]+).*?(?:,oom_memcg=([^,\n]*))?(?:,task_memcg=([^,\n]*))?,task=([^,\n]+),pid=(\d+)", text)
     pid = int(killed[1]) if killed else (int(task[5]) if task else None)
     process = killed[2] if killed else (task[4] if task else None)
     memcg = (task[3] or task[2]) if task else None
     return row(
         "host.oom_kill", "error", pid=pid, process=process, invoker=invoker, memcg=memcg,
-        constraint=task[1] if task else None, cgroup_oom="Memory cgroup out of memory" in text,
+        constraint=task[1] if task else None,
+        cgroup_oom=bool(re.search(r"Memory cgroup out of memory|CONSTRAINT_MEMCG|mem_cgroup_out_of_memory|mem_cgroup_oom", text)),
         gfp_mask=_search(r"gfp_mask=(0x[0-9a-f]+)", text), order=_int(_search(r"order=(-?\d+)", text)),
         total_vm_kb=_int(_search(r"total-vm:(\d+)kB", text)), anon_rss_kb=_int(_search(r"anon-rss:(\d+)kB", text)),
         killed=killed is not None,
