@@ -86,9 +86,8 @@ KNOWN_MISSES = {
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
     "hw-sichek-51-gpu1-gsp-reset-required-nccltest": "NV_ERR_RESET_REQUIRED lines pasted with a leading space join one record",
     "hw-slime-326-megatron-async-ckpt-eio": "a Python logger's [Errno 5] Input/output error is not a storage event",
-    "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: TensorFlow step lines are not read, and no throttle signal is logged",
+    "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
     "net-nccl-2076-v100-ddp-ib-nodes-connection-reset": "NCCL remote error with 'Connection reset by peer' seen only through PyTorch",
-    "num-tablemaster-32-mmcv-grad-norm-nan-mixed-precision": "an mmcv step line pasted without its logger prefix",
 }
 
 
