@@ -130,8 +130,8 @@ def test_tf_cifar10_and_timm_step_lines() -> None:
 def test_an_epoch_mean_loss_turning_nan() -> None:
     _, events, _ = _parse("trainlog-tqdm-epoch-bar-loss-postfix-sci-mean-training-loss-nan-01")
     assert [(line, kind) for line, kind, _, _ in _events(events)] == [(3, "train.loss_nonfinite")]
-    _, events, _ = _parse("trainlog-custom-realnvp-arrow-average-train-loss-nan-01")
-    assert [(line, kind) for line, kind, _, _ in _events(events)] == [(1, "train.loss_nonfinite")]
+    _, events, _ = _parse("trainlog-custom-realnvp-arrow-average-train-loss-nan-01")  # then its validation loss
+    assert [(line, kind) for line, kind, _, _ in _events(events)] == [(1, "train.loss_nonfinite"), (4, "train.loss_nonfinite")]
 
 
 # ------------------------------------------------------------------------------ NaN and overflow evidence
@@ -201,3 +201,22 @@ def test_a_dict_glued_after_a_tqdm_bar_takes_its_step() -> None:
 def test_a_renamed_key_keeps_its_name_beside_the_projects_own() -> None:
     _, metrics = _text("Epoch 0:   6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, reduced_train_loss=2.590]\n")
     assert _metric(metrics, "loss") == [(32040, 2.6)] and _metric(metrics, "reduced_train_loss") == [(32040, 2.59)]
+
+
+@pytest.mark.parametrize(("name", "line", "step"), [
+    ("trainlog-loguru-lion-rank-epoch-iter-bracket-loss-nan-01", 2, 104),  # "[Loss] nan | … | [step]   104 |"
+    ("trainlog-darkflow-step-loss-padded-nan-moving-ave-elided-01", 2, 1655),  # "step 1655 - loss        nan"
+    ("trainlog-python-logging-bracket-main-info-epoch-step-loss-nan-avg-escape-seq-01", 3, 100),
+    ("trainlog-tf1-slim-step-total-loss-nan-global-step-sec-01", 2, 100),  # "step: 100 total_loss: nan"
+    ("trainlog-custom-bare-epoch-iter-loss-equals-nan-time-01", 1, None),  # "333 154 Loss=nan Time=0.040"
+    ("trainlog-custom-epoch-loss-colon-nan-gradnorm-tf-elided-01", 10, None),  # "epoch: 3451 loss: nan"
+])  # fmt: skip
+def test_any_other_line_printing_a_loss_turning_nan(name: str, line: int, step: int | None) -> None:
+    source, events, _ = _parse(name)
+    assert source == "trainlog"
+    assert _events(events) == [(line, "train.loss_nonfinite", step, "loss")]
+
+
+def test_fairseqs_validation_summary_is_no_step_line() -> None:
+    _, _, metrics = _parse("trainlog-fairseq-2020-pipe-logger-train-inner-note-overflow-loss-scale-0-01")
+    assert _metric(metrics, "loss") == [(695, 9.803), (700, 9.44)]

@@ -751,6 +751,7 @@ class _Style:
     epoch: str | None = None
     per_epoch: str | None = None
     first_epoch: int = 1
+    unless: str | None = None
 
 
 @cache
@@ -758,7 +759,7 @@ def _metric_rules() -> tuple[tuple[_Style, ...], list[str], dict[str, str], dict
     data = _data("train_metrics.toml")
     styles = tuple(
         _Style(s["name"], s["anchor"], s.get("step"), s["pairs"].replace("{NUM}", _NUM), s.get("epoch"),
-               s.get("per_epoch"), s.get("first_epoch", 1))
+               s.get("per_epoch"), s.get("first_epoch", 1), s.get("unless"))
         for s in data["style"]
     )  # fmt: skip
     alias = {_normal_key(k): v for k, v in data["alias"].items()}
@@ -777,7 +778,10 @@ def _key_name(key: pl.Expr) -> pl.Expr:
 def _style_expr(msg: pl.Expr) -> pl.Expr:
     expr: Any = pl
     for style in _metric_rules()[0]:
-        expr = expr.when(msg.str.contains(style.anchor)).then(pl.lit(style.name))
+        match = msg.str.contains(style.anchor)
+        if style.unless is not None:
+            match = match & ~msg.str.contains(style.unless)
+        expr = expr.when(match).then(pl.lit(style.name))
     return expr.otherwise(pl.lit(None, pl.String))
 
 
