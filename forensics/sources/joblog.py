@@ -430,14 +430,19 @@ def _oom_fields(text: str) -> dict[str, Any]:
     return out
 
 
+#: A loss scale as printed: ``65536``, ``32768.0``, apex's ``8.165126103939127e-202``.
+_SCALE = r"(\d[\d.]*(?:[eE][-+]?\d+)?)"
+
+
 def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
     step = _int(_find(r"(?:on iteration|iteration) (\d+)", text))
     fields = {
         "rank": _int(_find(r"\bRank (\d+)\b", text)),
-        "attempted_scale": _float(_find(r"Attempted loss scale: ([\d.e+]+)", text)),
-        "new_scale": _float(_find(r"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.e+]+ to) ([\d.e+]+)", text)),
+        "attempted_scale": _float(_find(rf"Attempted loss scale: {_SCALE}", text)),
+        "new_scale": _float(_find(rf"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.eE+-]+ to"
+                                  rf"|setting loss scale to:) {_SCALE}", text)),
         "hysteresis": _int(_find(r"Reducing hysteresis to (\d+)", text)),
-        "at_minimum": True if "already at minimum" in text else None,
+        "at_minimum": True if re.search(r"already at minimum|Minimum loss scale reached", text) else None,
     }  # fmt: skip
     rank = fields.pop("rank")
     out = row("train.overflow", "error" if fields["at_minimum"] else "warning",
@@ -755,64 +760,123 @@ def group_records(df: pl.DataFrame) -> pl.DataFrame:
 
 # ---------------------------------------------------------------------------------------- metrics
 
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:[Nn]a[Nn]|NAN|[Ii]nf(?:inity)?|INF)"
+#: A number as trainers print it: also with thousands separators (torchtitan's ``tps: 10,050``), and NaN as
+#: Paddle's ``%f`` prints it (``nanxxx``).
+_NUM = (
+    r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|[-+]?(?:[Nn]a[Nn](?:xxx)?|NAN|[Ii]nf(?:inity)?|INF)"
+)
 
 
 @dataclass(frozen=True)
 class _Style:
     name: str
     anchor: str
-    step: str
+    step: str | None
     pairs: str
+    epoch: str | None = None
+    per_epoch: str | None = None
+    first_epoch: int = 1
+    unless: str | None = None
 
 
 @cache
 def _metric_rules() -> tuple[tuple[_Style, ...], list[str], dict[str, str], dict[str, float]]:
     data = _data("train_metrics.toml")
-    styles = tuple(_Style(s["name"], s["anchor"], s["step"], s["pairs"].replace("{NUM}", _NUM)) for s in data["style"])
-    return styles, data["units"], data["alias"], data["scale"]
+    styles = tuple(
+        _Style(s["name"], s["anchor"], s.get("step"), s["pairs"].replace("{NUM}", _NUM), s.get("epoch"),
+               s.get("per_epoch"), s.get("first_epoch", 1), s.get("unless"))
+        for s in data["style"]
+    )  # fmt: skip
+    alias = {_normal_key(k): v for k, v in data["alias"].items()}
+    return styles, data["units"], alias, data["scale"]
+
+
+def _normal_key(key: str) -> str:
+    return re.sub(r"[\s-]+", "_", key.strip().lower())
+
+
+def _key_name(key: pl.Expr) -> pl.Expr:
+    """A printed key in the form ``[alias]`` matches: lower case, spaces and dashes as ``_``."""
+    return key.str.strip_chars().str.to_lowercase().str.replace_all(r"[\s-]+", "_")
 
 
 def _style_expr(msg: pl.Expr) -> pl.Expr:
     expr: Any = pl
     for style in _metric_rules()[0]:
-        expr = expr.when(msg.str.contains(style.anchor)).then(pl.lit(style.name))
+        match = msg.str.contains(style.anchor)
+        if style.unless is not None:
+            match = match & ~msg.str.contains(style.unless)
+        expr = expr.when(match).then(pl.lit(style.name))
     return expr.otherwise(pl.lit(None, pl.String))
 
 
-#: Keys that number the step rather than measure it.
-_STEP_KEYS = ("iter", "iteration", "step", "global_step")
+#: Keys that number the step rather than measure it, and those that are no measure (an ETA counts down).
+_STEP_KEYS = ("iter", "iteration", "step", "global_step", "num_updates", "eta")
+
+
+def _step_of(style: _Style, msg: pl.Expr) -> pl.Expr:
+    """The step a line of ``style`` names: global when the style counts steps within an epoch."""
+    if style.step is None:
+        return pl.lit(None, pl.Int64)
+    step = msg.str.extract(style.step, 1).cast(pl.Int64, strict=False)
+    if style.epoch is None or style.per_epoch is None:
+        return step
+    epoch = msg.str.extract(style.epoch, 1).cast(pl.Int64, strict=False)
+    per_epoch = msg.str.extract(style.per_epoch, 1).cast(pl.Int64, strict=False)
+    return pl.coalesce((epoch - style.first_epoch) * per_epoch + step, step)
 
 
 def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Step lines (``rec``, ``style``, ``msg``) → their steps (``rec``, ``step``) and their metrics
-    (``rec``, ``step``, ``name``, ``value``: one row per metric). A pair's text repeats a lot (``loss
-    scale: 65536.0``), so each distinct pair of a style is read once."""
+    """Step lines (``rec``, ``style``, ``msg``, and optionally ``i``, the input line) → their steps (``rec``,
+    ``step``) and their metrics (``rec``, ``step``, ``name``, ``value``: one row per metric). A step line
+    without a step takes the step of another on the same input line (a dict glued after a tqdm bar). A
+    pair's text repeats a lot (``loss scale: 65536.0``), so each distinct pair of a style is read once."""
     styles, units, alias, scale = _metric_rules()
-    spaced_alias = {**alias, **{k.replace(" ", "_"): v for k, v in alias.items()}}
     frames = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64, "name": pl.String, "value": pl.Float64})]
     numbered = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64})]
+    parts: list[tuple[_Style, pl.DataFrame]] = []
     for style in styles:
         part = steps.filter(pl.col("style") == style.name)
         if not part.height:
             continue
-        part = part.select("rec", "msg", step=pl.col("msg").str.extract(style.step, 1).cast(pl.Int64, strict=False))
+        part = part.with_columns(step=_step_of(style, pl.col("msg")))
+        if style.epoch is not None:
+            epoch = pl.col("msg").str.extract(style.epoch, 1).cast(pl.Float64, strict=False)
+            frames.append(part.select("rec", "step", name=pl.lit("epoch"), value=epoch).drop_nulls("value"))
+        parts.append((style, part))
         numbered.append(part.select("rec", "step"))
+    steps_of = pl.concat(numbered)
+    if "i" in steps.columns and steps_of.height:
+        on_line = steps.select("rec", "i").join(steps_of, on="rec")
+        line_step = on_line.group_by("i").agg(line_step=pl.col("step").drop_nulls().first())
+        steps_of = on_line.join(line_step, on="i", how="left").select("rec", step=pl.coalesce("step", "line_step"))
+    for style, part in parts:
+        part = part.drop("step").join(steps_of, on="rec", how="left")
         pairs = part.select("rec", "step", pair=pl.col("msg").str.extract_all(style.pairs)).explode("pair").drop_nulls("pair")
         read = (
             pairs.select(pl.col("pair").unique())
             .with_columns(pl.col("pair").str.extract_groups(f"^(?:{style.pairs})").alias("g")).unnest("g")
         )  # fmt: skip
-        key = pl.col("key").str.strip_chars().str.to_lowercase().str.replace_all(r"\s+", " ")
-        read = read.with_columns(name=key.replace(spaced_alias).str.replace_all(r"[\s-]+", "_")).filter(
-            pl.col("unit").fill_null("").is_in(units) & ~pl.col("name").is_in(_STEP_KEYS)
+        # a key may name its value's unit ("elapsed time per iteration (ms)", "train_step_timing in s")
+        unit = pl.col("unit").fill_null("")
+        unit = pl.when(unit == "").then(pl.col("key").str.extract(r"(?:\(|\bin )(ms|s)\)?\s*$", 1).fill_null("")).otherwise(unit)
+        value = pl.col("value").str.replace_all(",", "", literal=True).str.replace(r"x+$", "")
+        printed = pl.coalesce(_key_name(pl.col("key")), pl.col("unit"))
+        read = read.with_columns(unit=unit, printed=printed, name=printed.replace(alias)).filter(
+            pl.col("unit").is_in(units) & ~pl.col("name").is_in(_STEP_KEYS)
         ).select(
-            "pair", "name",
-            value=pl.col("value").cast(pl.Float64, strict=False)
-            * pl.col("unit").fill_null("").replace_strict(scale, default=1.0, return_dtype=pl.Float64),
+            "pair", "name", "printed",
+            value=value.cast(pl.Float64, strict=False) * pl.col("unit").replace_strict(scale, default=1.0, return_dtype=pl.Float64),
         )  # fmt: skip
-        frames.append(pairs.join(read, on="pair", how="inner", maintain_order="left").select("rec", "step", "name", "value"))
-    return pl.concat(numbered), pl.concat(frames)
+        # a renamed key keeps its printed name on a line that prints the project's name too (NeMo's bar:
+        # "loss=2.6, …, reduced_train_loss=2.590")
+        taken = (pl.col("printed") == pl.col("name")).any().over("rec", "name")
+        frames.append(
+            pairs.join(read, on="pair", how="inner", maintain_order="left")
+            .select("rec", "step", pl.when(taken & (pl.col("printed") != pl.col("name"))).then("printed").otherwise("name").alias("name"), "value")
+        )  # fmt: skip
+    return steps_of, pl.concat(frames)
 
 
 _LOSS = r"(?:^|_)loss$|^loss(?:_|$)"
@@ -954,7 +1018,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     found = _parse_flagged(heads.filter("flag"), carry, file=file, on_error=on_error, full=full)
     # step lines → metrics, and non-finite onsets
     steps = heads.filter(pl.col("style").is_not_null()).select("rec", "style", "msg", "i", "host", "rank", "ts")
-    numbered, metrics = read_metrics(steps.select("rec", "style", "msg"))
+    numbered, metrics = read_metrics(steps.select("rec", "style", "msg", "i"))
     step_kind = _step_kinds(steps, numbered, metrics, carry)
     out = _rows(heads, found, step_kind, file=file, incident=incident, host=host, source=source)
     out = _fill_ranks(out, carry)
@@ -1017,12 +1081,33 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
     (host, rank, trainer style), the stream's state carried over from the chunk before."""
     nonfinite = pl.col("value").is_nan() | pl.col("value").is_infinite()
     nan_count = (pl.col("name") == "nan_iterations") & (pl.col("value") > 0)
+    is_loss = pl.col("name").str.contains(_LOSS) & (pl.col("name") != "loss_scale")
+    is_grad = pl.col("name").str.contains(_GRAD)
+    # the line's own loss decides when it prints one (TRL's finite 'loss' beside a NaN 'nll_loss' is a
+    # gradient's onset, not a loss's); the other losses when it does not
+    main = pl.col("name") == "loss"
+    metrics = metrics.with_columns(
+        bad_loss=(pl.when(main.any().over("rec")).then(main).otherwise(is_loss) & nonfinite) | nan_count,
+        bad_grad=is_grad & nonfinite,
+    )
+    bad_loss, bad_grad = pl.col("bad_loss"), pl.col("bad_grad")
+    skipped = pl.col("value").filter(pl.col("name") == "skipped_iterations").first()
     per_line = metrics.group_by("rec").agg(
-        loss_bad=((pl.col("name").str.contains(_LOSS) & nonfinite) | nan_count).any(),
-        grad_bad=(pl.col("name").str.contains(_GRAD) & nonfinite).any(),
-        bad_name=pl.col("name").filter(nonfinite | nan_count).first(),
-        bad_value=pl.col("value").filter(nonfinite | nan_count).first(),
+        loss_bad=bad_loss.any(),
+        grad_bad=bad_grad.any(),
+        loss_name=pl.col("name").filter(bad_loss).first(),
+        loss_value=pl.col("value").filter(bad_loss).first(),
+        grad_name=pl.col("name").filter(bad_grad).first(),
+        grad_value=pl.col("value").filter(bad_grad).first(),
+        has_loss=is_loss.any(),
+        skipped=skipped,
     )  # fmt: skip
+    # Megatron prints no "lm loss" for an interval whose loss was NaN (the mean is not > 0) and for one whose
+    # iterations the fp16 scaler all skipped: a missing loss with no skipped iteration is a NaN loss
+    # (Megatron-DeepSpeed does not count it among the nan iterations), skipped iterations are overflows.
+    megatron = pl.col("style") == "megatron"
+    missing = megatron & ~pl.col("has_loss").fill_null(False) & (pl.col("skipped").fill_null(0) == 0)
+    overflow = pl.col("skipped").fill_null(0) > 0
     stream = ["s_host", "rank", "style"]
     before = pl.DataFrame(
         [(h, r, st, b, g) for (h, r, st), (b, g) in carry.bad.items()],
@@ -1034,7 +1119,8 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
         steps.select("rec", pl.col("host").fill_null("").alias("s_host"), pl.col("rank").cast(pl.Int32), "style")
         .join(numbered, on="rec", how="left").join(per_line, on="rec", how="left")
         .join(before, on=stream, how="left", nulls_equal=True).sort("rec")
-        .with_columns(bad=(pl.col("loss_bad").fill_null(False) | pl.col("grad_bad").fill_null(False)))
+        .with_columns(loss_bad=pl.col("loss_bad").fill_null(False) | missing, grad_bad=pl.col("grad_bad").fill_null(False))
+        .with_columns(bad=pl.col("loss_bad") | pl.col("grad_bad"))
         .with_columns(good=pl.when(~pl.col("bad")).then(pl.col("step").fill_null(no_step)).forward_fill().over(stream))
         .with_columns(
             was_bad=pl.coalesce(pl.col("bad").shift(1).over(stream), "c_bad", pl.lit(False)),
@@ -1047,21 +1133,31 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
     ).iter_rows():  # fmt: skip
         carry.bad[(h, r, st)] = (b, g)
     onset = pl.col("bad") & ~pl.col("was_bad")
+    # a loss seen non-finite names the onset; one only missing (Megatron) yields to a gradient seen so
+    loss_first = pl.col("loss_bad") & (pl.col("loss_name").is_not_null() | ~pl.col("grad_bad"))
     kind = (
-        pl.when(onset & pl.col("loss_bad")).then(pl.lit("train.loss_nonfinite"))
-        .when(onset).then(pl.lit("train.grad_nonfinite")).otherwise(pl.lit("train.step"))
+        pl.when(onset & loss_first).then(pl.lit("train.loss_nonfinite"))
+        .when(onset).then(pl.lit("train.grad_nonfinite"))
+        .when(overflow).then(pl.lit("train.overflow")).otherwise(pl.lit("train.step"))
     )  # fmt: skip
-    value = pl.col("bad_value")
-    value_text = pl.when(value.is_nan()).then(pl.lit("nan")).when(value == float("inf")).then(pl.lit("inf")) \
+    value = pl.when(loss_first).then(pl.col("loss_value")).otherwise(pl.col("grad_value"))
+    value_text = (
+        pl.when(loss_first & pl.col("loss_name").is_null()).then(pl.lit("missing"))
+        .when(value.is_nan()).then(pl.lit("nan")).when(value == float("inf")).then(pl.lit("inf"))
         .when(value == float("-inf")).then(pl.lit("-inf")).otherwise(value.cast(pl.String))
+    )  # fmt: skip
+    name = pl.when(loss_first).then(pl.coalesce("loss_name", pl.lit("loss"))).otherwise(pl.col("grad_name"))
+    both = pl.col("loss_bad") & pl.col("grad_bad")
     return lines.select(
-        "rec", kind=kind, code=pl.when(onset).then(pl.col("step")),
+        "rec", kind=kind, code=pl.when(onset | overflow).then(pl.col("step")),
         detail=pl.struct(
             style="style", step="step",
-            metric=pl.when(onset).then(pl.col("bad_name")),
-            value=pl.when(onset).then(value_text),
+            metric=pl.when(onset).then(name).when(overflow).then(pl.lit("skipped_iterations")),
+            value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64).cast(pl.String)),
             last_finite_step=pl.when(onset).then(pl.col("last_good").replace(no_step, None)),
-            also=pl.when(onset & pl.col("loss_bad") & pl.col("grad_bad")).then(pl.lit("train.grad_nonfinite")),
+            also=pl.when(onset & both).then(
+                pl.when(loss_first).then(pl.lit("train.grad_nonfinite")).otherwise(pl.lit("train.loss_nonfinite"))
+            ),
         ),
     )
 
