@@ -300,7 +300,7 @@ _DRIVER_EVENTS = (
     ("driver_load", r"loading NVIDIA (?:UNIX|Linux)? ?(?:\S+ )?(?:Open )?Kernel Module", "info"),
     ("identity", r"^NVRM: (?:GPU at PCI:|GPU Board Serial Number|GPU \S+: GPU serial number|GPU UUID)", "info"),
     ("reset", r"(?i)needs to be reset|reset required|GPU reset", "error"),
-    ("init_failed", r"RmInitAdapter failed|rm_init_adapter failed|RmInitAdapter: |probe routine failed|failed to allocate|not supported by", "error"),
+    ("init_failed", r"RmInitAdapter failed|rm_init_adapter failed|RmInitAdapter: |probe routine failed|failed to allocate|not supported by|Direct firmware load", "error"),
     # "NVRM: API mismatch: the client has the version X, but / NVRM: this kernel module has the version Y."
     ("version_mismatch", r"API mismatch|this kernel module has the version|have the same version", "error"),
     ("gsp", r"GSP|_kgsp|RPC", "error"),
