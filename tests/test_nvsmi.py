@@ -379,9 +379,14 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list(" \t:\n-abcGPU0123456789.=<>/x")), max_size=400),
-       st.sampled_from(["", "==============NVSMI LOG==============\n\nGPU 00000000:3B:00.0\n", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<gpu id=\"x\">"]))  # fmt: skip
+HEADS = ["", "==============NVSMI LOG==============\n\nGPU 00000000:3B:00.0\n", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<gpu id=\"x\">",
+         "timestamp, name, pci.bus_id, temperature.gpu, clocks_event_reasons.active\n",
+         "$ nvidia-smi --query-gpu=name,uuid --format=csv,noheader\n",
+         "| NVIDIA-SMI 550.1   Driver Version: 550.1  CUDA Version: 12.4 |\n|   0  X  On  | 00000000:01:00.0 Off | ERR! |\n"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(" \t:\n-abcGPU0123456789.=<>/x,|[]\"\r")), max_size=400), st.sampled_from(HEADS))
 def test_any_text_after_a_dump_header_never_raises(body: str, head: str) -> None:
     parsed = parse_bytes((head + body).encode(), file="x", source="nvsmi")
     assert parsed.files.num_rows == 1 and parsed.gpus.schema == GPUS

@@ -366,6 +366,15 @@ _ROOTS = {"timestamp", "driver_version", "count", "name", "gpu_name", "serial", 
           "gpu_recovery_action", "minor_number", "protected_memory", "module", "gsp", "c2c"}  # fmt: skip
 
 
+def _cells(line: str) -> list[str]:
+    """A CSV line's cells, stripped; a line the csv module rejects (a stray CR) is split at its commas."""
+    try:
+        cells = next(csv.reader([line], skipinitialspace=True), [])
+    except csv.Error:
+        cells = line.split(",")
+    return [c.strip() for c in cells]
+
+
 def _header(cells: list[str]) -> list[str] | None:
     """The field names of a ``--query-gpu`` header line (units dropped), or None if it is not one."""
     names = [c.strip() for c in cells]
@@ -385,7 +394,7 @@ def _csv_layout(lines: list[str]) -> tuple[list[list[str] | None], int]:
     names: list[str] | None = None
     structural = 0
     for line in lines:
-        cells = next(csv.reader([line], skipinitialspace=True), [])
+        cells = _cells(line)
         if not line.strip():
             roles.append(None)
         elif (query := _QUERY.search(line)) and "--format" in line:
@@ -410,10 +419,10 @@ _BRACKETED = re.compile(r"\[(?:N/A|Not Supported|Unknown Error|Insufficient Perm
 def _noheader_names(lines: list[str]) -> list[str] | None:
     """``field0..`` for a ``noheader`` capture without its command: every line the same number (≥ 2) of cells,
     one at least an nvidia-smi bracketed value (``[N/A]``) or a GPU's UUID or bus id."""
-    counts = {len(next(csv.reader([line], skipinitialspace=True))) for line in lines if line.strip()}
+    counts = {len(_cells(line)) for line in lines if line.strip()}
     if len(counts) != 1 or (width := counts.pop()) < 2:
         return None
-    cells = {c.strip() for line in lines for c in next(csv.reader([line], skipinitialspace=True))}
+    cells = {c.strip() for line in lines for c in _cells(line)}
     if not any(_BRACKETED.fullmatch(c) or re.fullmatch(r"GPU-[0-9a-fA-F-]{36}|[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", c)
                for c in cells):  # fmt: skip
         return None
@@ -428,7 +437,7 @@ def _csv_rows(lines: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for n, (line, role) in enumerate(zip(lines, roles, strict=True), start=1):
         if role is not None:
-            cells = [c.strip() for c in next(csv.reader([line], skipinitialspace=True))]
+            cells = _cells(line)
             out.append({"line": n, **dict(zip(role, cells, strict=True))})
     return out
 
@@ -526,11 +535,11 @@ def _csv_confidence(lines: list[str]) -> float:
     filled = [line for line in lines if line.strip()]
     roles, _ = _csv_layout(filled)
     for n, line in enumerate(filled[:3]):
-        cells = next(csv.reader([line], skipinitialspace=True), [])
+        cells = _cells(line)
         opens = (_QUERY.search(line) and "--format" in line) or (
             (names := _header(cells)) is not None and (len(names) > 1 or "." in names[0]))
         if opens and (n + 1 == len(filled) or roles[n + 1] is not None or n + 1 < 3 and _header(
-                next(csv.reader([filled[n + 1]], skipinitialspace=True), [])) is not None):  # fmt: skip
+                _cells(filled[n + 1])) is not None):  # fmt: skip
             return 1.0
     return 0.6 if _noheader_names(filled) else 0.0
 
