@@ -419,6 +419,8 @@ _BRACKETED = re.compile(r"\[(?:N/A|Not Supported|Unknown Error|Insufficient Perm
 def _noheader_names(lines: list[str]) -> list[str] | None:
     """``field0..`` for a ``noheader`` capture without its command: every line the same number (≥ 2) of cells,
     one at least an nvidia-smi bracketed value (``[N/A]``) or a GPU's UUID or bus id."""
+    if not lines or not all("," in line for line in lines if line.strip()):
+        return None
     counts = {len(_cells(line)) for line in lines if line.strip()}
     if len(counts) != 1 or (width := counts.pop()) < 2:
         return None
@@ -477,11 +479,12 @@ _REASON_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_po
 # The plain ``nvidia-smi`` table (79 columns before 525, 87 on 535/536, 89 on 550+): a GPU is two lines,
 # "| idx name persistence-or-driver-model | bus id disp | volatile uncorr. ECC |" and
 # "| fan temp perf usage / cap | used / total | util compute |"; any cell may read ERR!.
-_TABLE_BANNER = re.compile(r"^\s*\|\s*NVIDIA-SMI \d", re.M)
-_TABLE_GPU = re.compile(r"^\s*\|\s*(\d+)\s+(.*?)\s+(On|Off|TCC|WDDM|MCDM|N/A|ERR!)\s*"
-                        r"\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(\S+)\s*\|\s*(\S+)\s*\|", re.M)
-_TABLE_STATE = re.compile(r"^\s*\|\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)\s*/\s*(\S+)\s*\|\s*(\S+)\s+(\S+)\s*\|")
-_Q_DUMP = re.compile(r"==============NVSMI LOG==============|^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)
+_TABLE_BANNER = re.compile(r"^[ \t]*\|[ \t]*NVIDIA-SMI \d", re.M)
+_TABLE_GPU = re.compile(r"^[ \t]*\|[ \t]*(\d+)[ \t]+([^|\n]*?)[ \t]+(On|Off|TCC|WDDM|MCDM|N/A|ERR!)[ \t]*"
+                        r"\|[ \t]*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])[ \t]+(\S+)[ \t]*\|[ \t]*(\S+)[ \t]*\|", re.M)
+_TABLE_STATE = re.compile(r"^[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|"
+                          r"[ \t]*(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]*\|")
+_Q_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)
 _CTIME = re.compile(r"^\s*\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
 
 
@@ -523,9 +526,13 @@ def _mode(data: bytes) -> str:
     text = data[:65536].decode("utf-8", "replace")
     if _csv_confidence(text.splitlines()[:200]):
         return "csv"
-    if not _Q_DUMP.search(text) and (_TABLE_BANNER.search(text) or _TABLE_GPU.search(text)):
+    if not _is_q_dump(text) and "|" in text and ("NVIDIA-SMI" in text and _TABLE_BANNER.search(text) or _TABLE_GPU.search(text)):
         return "table"
     return "text"
+
+
+def _is_q_dump(text: str) -> bool:
+    return "==============NVSMI LOG==============" in text or bool(_Q_GPU.search(text))
 
 
 def _csv_confidence(lines: list[str]) -> float:
@@ -533,7 +540,7 @@ def _csv_confidence(lines: list[str]) -> float:
     command above the header is fine) and a sample row or nothing follows it; 0.6 for a ``noheader`` capture
     without its command (:func:`_noheader_names`); else 0."""
     filled = [line for line in lines if line.strip()]
-    roles, _ = _csv_layout(filled)
+    roles, _ = _csv_layout(filled[:4])
     for n, line in enumerate(filled[:3]):
         cells = _cells(line)
         opens = (_QUERY.search(line) and "--format" in line) or (
@@ -541,7 +548,7 @@ def _csv_confidence(lines: list[str]) -> float:
         if opens and (n + 1 == len(filled) or roles[n + 1] is not None or n + 1 < 3 and _header(
                 _cells(filled[n + 1])) is not None):  # fmt: skip
             return 1.0
-    return 0.6 if _noheader_names(filled) else 0.0
+    return 0.6 if _noheader_names(filled[:50]) else 0.0
 
 
 def sniff(head: str) -> float:
@@ -552,7 +559,7 @@ def sniff(head: str) -> float:
         return 1.0 if b"nvidia_smi_log" in raw else 0.0
     if mode == "csv":
         return _csv_confidence(head.splitlines()[:200])
-    if _Q_DUMP.search(head):
+    if _is_q_dump(head):
         return 1.0
     if mode == "table":
         return 1.0 if _TABLE_BANNER.search(head) else 0.9
