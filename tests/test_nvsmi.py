@@ -80,6 +80,153 @@ def test_csv_loop() -> None:
     assert (gpus[0]["temp_gpu_c"], gpus[0]["power_draw_w"], gpus[0]["clock_sm_mhz"]) == (56.0, 83.92, 1320.0)
 
 
+
+def sniffed(name: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The source sniffing picks for a golden sample, and its gpus rows."""
+    parsed = parse_bytes((GOLDEN / "nvsmi" / name).read_bytes(), file=name)
+    return parsed.source, parsed.gpus.to_pylist()
+
+
+WIDE = "nvsmi-query-gpu-csv-wide-590.48.01-h100-fabric-cliqueid-sram-l2-01.csv"
+
+
+def test_wide_query_gpu_csv_with_capitals_and_digits_in_field_names() -> None:
+    # 212 fields, among them fabric.cliqueId, pci.baseClass, ecc.errors.uncorrected.aggregate.sram.l2
+    (gpu,), events = parse(WIDE)
+    assert (gpu["gpu"], gpu["product"], gpu["driver"], gpu["uuid"]) == (
+        "0000:00:09.0", "NVIDIA H100 80GB HBM3", "590.48.01", "GPU-00000000-0000-0000-0000-000000000000")
+    assert [gpu[c] for c in ("pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max")] == [5, 5, 16, 16]
+    assert [gpu[f"ecc_{s}_{k}"] for s in ("volatile", "aggregate") for k in ("corrected", "uncorrected")] == [0, 0, 0, 0]
+    assert [gpu[c] for c in ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending",
+                             "remapped_rows_failure")] == [0, 0, False, False]  # fmt: skip
+    assert (gpu["temp_gpu_c"], gpu["power_draw_w"], gpu["power_limit_w"]) == (41.0, 69.85, 700.0)
+    assert (gpu["clock_sm_mhz"], gpu["clock_mem_mhz"], gpu["clocks_event_reasons"]) == (345.0, 2619.0, ["gpu_idle"])
+    assert gpu["retired_pages_dbe"] is None  # [N/A] is unknown, not 0
+    assert gpu["ts"].isoformat() == "2026-07-14T08:12:38.696000+00:00" and events == []
+    assert sniffed(WIDE)[0] == "nvsmi" and len(sniffed(WIDE)[1]) == 1
+
+
+def test_query_gpu_csv_below_its_command_line_among_other_lines() -> None:
+    name = "nvsmi-query-gpu-csv-time-wrapper-2gpu-1080ti-1060-tab-timing-01.log"
+    source, gpus = sniffed(name)
+    assert source == "nvsmi"
+    assert [(g["line"], g["product"], g["temp_gpu_c"], g["power_draw_w"], g["clock_mem_mhz"]) for g in gpus] == [
+        (3, "GeForce GTX 1080 Ti", 60.0, 106.56, 5508.0), (4, "GeForce GTX 1060 6GB", 49.0, 5.68, 405.0)]  # the `time` lines are no GPUs
+
+
+def test_noheader_query_gpu_csv() -> None:
+    source, (gpu,) = sniffed("nvsmi-query-gpu-csv-noheader-nounits-mig-vgpu-h100l-na-clock-01.csv")
+    assert (source, gpu["product"], gpu["clock_sm_mhz"]) == ("nvsmi", "NVIDIA H100L-2-24C", None)
+    # fan.speed alone: nvidia-smi's, but nothing the gpus table holds
+    assert sniffed("nvsmi-query-gpu-csv-noheader-nounits-single-field-na-laptop-01.log") == ("nvsmi", [])
+    # the command names the columns of a noheader capture
+    text = ("$ nvidia-smi --query-gpu=gpu_bus_id,temperature.gpu,clocks_throttle_reasons.hw_thermal_slowdown,"
+            "ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits\n00000000:3B:00.0, 91, Active, 2\n")  # fmt: skip
+    (gpu,), events = parse(text, text=True)
+    assert (gpu["gpu"], gpu["temp_gpu_c"], gpu["clocks_event_reasons"], gpu["ecc_volatile_uncorrected"]) == (
+        "0000:3b:00.0", 91.0, ["hw_thermal_slowdown"], 2)
+    assert sorted((e["kind"], e["line"]) for e in events) == [("gpu.ecc_uncorrectable", 2), ("gpu.thermal_slowdown", 2)]
+    assert parse_bytes(text.encode(), file="q.log").source == "nvsmi"
+
+
+def test_query_gpu_aliases_and_bracketed_values() -> None:
+    gpus, _ = parse("nvsmi-query-gpu-csv-azhpc-nospace-gpu-bus-id-nonzero-domain-retired-dbe-01.csv")
+    assert [(g["gpu"], g["retired_pages_dbe"], g["retired_pages_sbe"]) for g in gpus] == [
+        ("0001:00:00.0", 0, 0), ("0002:00:00.0", 0, 0), ("000a:00:00.0", 0, 0), ("000d:00:00.0", 0, 0)]
+    text = ("gpu_name, gpu_serial, gpu_uuid, gpu_bus_id, power.draw.average [W], enforced.power.limit [W], "
+            "retired_pages.double_bit.count, retired_pages.pending, clocks_event_reasons.active, temperature.gpu\n"
+            "NVIDIA A100-SXM4-80GB, 1321, GPU-11111111-2222-3333-4444-555555555555, 00000000:07:00.0, 88.10 W, "
+            "400.00 W, 2, Yes, 0x0000000000000048, [Unknown Error]\n"
+            "NVIDIA A100-SXM4-80GB, 1322, [GPU is lost], 00000000:0F:00.0, [GPU is lost], [GPU is lost], "
+            "[GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost]\n")  # fmt: skip
+    (a, b), events = parse(text, text=True)
+    assert (a["product"], a["serial"], a["uuid"], a["power_draw_w"], a["power_limit_w"]) == (
+        "NVIDIA A100-SXM4-80GB", "1321", "GPU-11111111-2222-3333-4444-555555555555", 88.1, 400.0)
+    assert (a["retired_pages_dbe"], a["retired_pages_pending"], a["temp_gpu_c"]) == (2, True, None)
+    assert a["clocks_event_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]  # from the NVML bit mask
+    assert (b["gpu"], b["uuid"], b["power_draw_w"]) == ("0000:0f:00.0", None, None)
+    assert [(e["kind"], e["line"], e["gpu"]) for e in events] == [
+        ("gpu.retired_pages", 2, "0000:07:00.0"), ("gpu.thermal_slowdown", 2, "0000:07:00.0"),
+        ("gpu.missing", 3, "0000:0f:00.0")]  # fmt: skip
+
+
+TABLES = {  # sample → (GPUs, first GPU's bus id, product, temp, power draw, power cap, driver, cuda)
+    "nvsmi-table-325.15-3-of-4-gtx-titan-lost-gpu-01.txt": (3, "0000:03:00.0", "GeForce GTX TITAN", 44.0, None, None, "325.15", None),
+    "nvsmi-table-361.89-p100-sxm2-power8-nonzero-4digit-domain-partial-01.txt": (3, "0002:01:00.0", "Tesla P100-SXM2...", 25.0, 35.0, 300.0, "361.89", None),
+    "nvsmi-table-384.111-quadro-p5000-ecc-zero-cntk-process-01.txt": (1, "0000:65:00.0", "Quadro P5000", 39.0, 42.0, 180.0, "384.111", None),
+    "nvsmi-table-390.30-k80-aws-p2-python-process-01.txt": (1, "0000:00:1e.0", "Tesla K80", 45.0, 69.0, 149.0, "390.30", None),
+    "nvsmi-table-418-era-err-power-usage-v100-azure-domain-fragment-01.txt": (1, "8ed0:00:00.0", "Tesla V100-PCIE...", 29.0, None, 250.0, None, None),
+    "nvsmi-table-535.129.03-rtx4090-driver-container-leading-space-partial-01.txt": (1, "0000:01:00.0", "NVIDIA GeForce RTX 4090", 45.0, 37.0, 480.0, "535.129.03", "12.2"),
+    "nvsmi-table-536.40-windows-tcc-wddm-header-gtx1060-partial-01.txt": (1, "0000:01:00.0", "NVIDIA GeForce GTX 1060 3GB", None, None, None, "536.40", "12.2"),
+    "nvsmi-table-550.127.05-a10-no-running-processes-gpud-mock-01.txt": (1, "0000:06:00.0", "NVIDIA A10", 32.0, 21.0, 150.0, "550.127.05", "12.4"),
+    "nvsmi-table-550.90.07-8x-h100-hbm3-healthy-no-trailing-newline-01.txt": (8, "0000:19:00.0", "NVIDIA H100 80GB HBM3", 27.0, 72.0, 700.0, "550.90.07", "12.4"),
+    "nvsmi-table-555.85-windows-tcc-driver-model-column-l40s-partial-01.txt": (1, "0000:61:00.0", "NVIDIA L40S", 17.0, 21.0, 350.0, "555.85", "12.5"),
+    "nvsmi-table-570.86.16-in-container-root-prompt-rtx2080-truncated-name-01.txt": (1, "0000:01:00.0", "NVIDIA GeForce RTX 2080 ...", 36.0, 16.0, 250.0, "570.86.16", "12.8"),
+    "nvsmi-table-580.95.05-b200-1000w-cap-partial-01.txt": (1, "0000:05:00.0", "NVIDIA B200", 33.0, 192.0, 1000.0, "580.95.05", "13.0"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "expect"), TABLES.items(), ids=[n.split("-")[2] for n in TABLES])
+def test_plain_table_of_every_layout(name: str, expect: tuple[Any, ...]) -> None:
+    source, gpus = sniffed(name)
+    g = gpus[0]
+    assert source == "nvsmi"
+    assert (len(gpus), g["gpu"], g["product"], g["temp_gpu_c"], g["power_draw_w"], g["power_limit_w"], g["driver"], g["cuda"]) == expect
+    assert not parse(name)[1]  # healthy tables (a transient ERR! power reading included) give no event
+
+
+def test_plain_table_err_row_is_a_gpu_nvidia_smi_cannot_read() -> None:
+    (dead, alive), events = parse("nvsmi-table-525.125.06-a40-err-row-gpu-operator-partial-01.txt")
+    assert (dead["gpu"], dead["product"], dead["temp_gpu_c"], dead["ecc_volatile_uncorrected"]) == ("0000:19:00.0", None, None, None)
+    assert (alive["gpu"], alive["product"], alive["temp_gpu_c"], alive["power_draw_w"], alive["power_limit_w"]) == (
+        "0000:1a:00.0", "NVIDIA A40", 26.0, 12.0, 300.0)
+    assert dead["ts"].isoformat() == "2023-07-28T08:01:28+00:00"
+    ((kind, severity, gpu, line),) = [(e["kind"], e["severity"], e["gpu"], e["line"]) for e in events]
+    assert (kind, severity, gpu, line) == ("gpu.missing", "critical", "0000:19:00.0", 10)
+
+
+def test_610_deprecated_version_suffix_and_ceiling_power_limit() -> None:
+    (gpu,), _ = parse("nvsmi-q-610.43.02-h200-mig-kmd-version-deprecated-suffix-specification-keys-01.txt")
+    assert (gpu["driver"], gpu["cuda"], gpu["power_limit_w"], gpu["power_draw_w"]) == ("610.43.02", "13.3", 700.0, 130.28)
+    # "Memory Max Operating T.Limit Temp Specification: 0 C" (no space before the colon) breaks nothing
+    assert gpu["temp_memory_c"] == 39.0
+
+
+def test_old_gpu_temperature_key() -> None:
+    for name, temp in (("nvsmi-q-d-temperature-325.15-9400m-36col-gpu-key-01.txt", 39.0),
+                       ("nvsmi-q-d-temperature-304.108-old-4digit-domain-busid-01.txt", 49.0)):  # fmt: skip
+        (gpu,), _ = parse(name)
+        assert gpu["temp_gpu_c"] == temp
+
+
+def test_xml_cuda_not_found_and_vgpu_scalar_throttle_reasons_are_unknown() -> None:
+    (gpu,), _ = parse("nvsmi-q-x-430.26-v10-dtd-k80-azure-cuda-not-found-retired-no-timestamp-partial-01.xml")
+    assert (gpu["driver"], gpu["cuda"]) == ("430.26", None)
+    (gpu,), _ = parse("nvsmi-q-x-513.46-v11-dtd-grid-p4-1q-vgpu-guest-throttle-na-scalar-01.xml")
+    assert gpu["clocks_event_reasons"] is None  # <clocks_throttle_reasons>N/A</...>: unknown, not "none active"
+
+
+@pytest.mark.parametrize(("name", "line", "kind", "gpu"), [
+    ("nvsmi-error-couldnt-communicate-with-driver-unattended-upgrade-01.log", 2, "gpu.driver", None),
+    ("nvsmi-error-couldnt-communicate-two-lines-curly-apostrophe-dkms-01.log", 1, "gpu.driver", None),
+    ("nvsmi-error-couldnt-communicate-markdown-quote-wrapped-01.log", 1, "gpu.driver", None),
+    ("nvsmi-error-windows-unable-to-detect-device-handle-a10-gpu-pv-01.log", 1, "gpu.missing", "0000:b1:00.0"),
+])  # fmt: skip
+def test_nvidia_smi_failure_lines(name: str, line: int, kind: str, gpu: str | None) -> None:
+    parsed = parse_bytes((GOLDEN / "nvsmi" / name).read_bytes(), file=name)
+    ((got_line, got_kind, severity, got_gpu),) = [(e["line"], e["kind"], e["severity"], e["gpu"]) for e in parsed.events.to_pylist()]
+    assert (parsed.source, got_line, got_kind, severity, got_gpu) == ("nvsmi", line, kind, "critical", gpu)
+
+
+def test_nvml_failure_stays_torchs_unless_the_file_is_nvidia_smis() -> None:
+    name = "nvsmi-error-nvml-version-mismatch-nvml-library-version-570-01.log"
+    assert parse_bytes((GOLDEN / "nvsmi" / name).read_bytes(), file=name).source == "torch"
+    (event,) = parse(name)[1]  # read as nvidia-smi's: the same kind and detail as torch gives, with the version
+    assert (event["kind"], event["line"], event["detail"]) == (
+        "cuda.error", 2, {"error": "Failed to initialize NVML: Driver/library version mismatch", "traceback": False,
+                          "nvml_version": "570.124"})  # fmt: skip
+
+
 TEXT_DUMP = """
 ==============NVSMI LOG==============
 
@@ -232,9 +379,14 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list(" \t:\n-abcGPU0123456789.=<>/x")), max_size=400),
-       st.sampled_from(["", "==============NVSMI LOG==============\n\nGPU 00000000:3B:00.0\n", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<gpu id=\"x\">"]))  # fmt: skip
+HEADS = ["", "==============NVSMI LOG==============\n\nGPU 00000000:3B:00.0\n", "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<gpu id=\"x\">",
+         "timestamp, name, pci.bus_id, temperature.gpu, clocks_event_reasons.active\n",
+         "$ nvidia-smi --query-gpu=name,uuid --format=csv,noheader\n",
+         "| NVIDIA-SMI 550.1   Driver Version: 550.1  CUDA Version: 12.4 |\n|   0  X  On  | 00000000:01:00.0 Off | ERR! |\n"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(" \t:\n-abcGPU0123456789.=<>/x,|[]\"\r")), max_size=400), st.sampled_from(HEADS))
 def test_any_text_after_a_dump_header_never_raises(body: str, head: str) -> None:
     parsed = parse_bytes((head + body).encode(), file="x", source="nvsmi")
     assert parsed.files.num_rows == 1 and parsed.gpus.schema == GPUS

@@ -1,14 +1,20 @@
-"""nvidia-smi dumps: ``nvidia-smi -q`` text (any ``-d`` subset), ``-q -x`` XML, ``--query-gpu`` CSV.
+"""nvidia-smi output: ``-q`` text (any ``-d`` subset), ``-q -x`` XML, ``--query-gpu`` CSV, the plain table.
 
-Producers and versions seen (PROVENANCE.md, FACTS.md §C12): ``-q`` text from 304.x to 595.x with the
+Producers and versions seen (PROVENANCE.md, FACTS.md §C12): ``-q`` text from 304.x to 610.x with the
 value column at any offset, 4- and 8-hex-digit domains, ``Clocks Throttle Reasons`` (old) and ``Clocks
 Event Reasons`` (535+), per-structure (Single/Double Bit) and SRAM/DRAM ECC layouts, Retired Pages and
-Remapped Rows, several dumps in one file; ``-q -x`` XML DTD v9 to v13 (with or without DOCTYPE,
-truncated files read as far as they go); ``--query-gpu=… --format=csv[,noheader,nounits]`` including
-``-l`` loops. ``Unable to determine the device handle for GPU…``, ``No devices were found`` and ``GPU is
-lost`` become ``gpu.missing``.
+Remapped Rows, 610's `` [Deprecated; ...]`` version notes and KMD/CUDA UMD lines, several dumps in one
+file; ``-q -x`` XML DTD v9 to v13 (with or without DOCTYPE, truncated files read as far as they go);
+``--query-gpu=… --format=csv[,noheader,nounits]`` with any ``--help-query-gpu`` field (and its aliases,
+e.g. ``gpu_bus_id``, ``retired_pages.dbe``), the command line or a prompt above the header, ``-l`` loops,
+``[N/A]``-style values read as unknown; the plain ``nvidia-smi`` table of every layout (325.x to 580.x,
+Linux and Windows), where a GPU printed as ``ERR!`` is one nvidia-smi cannot read. ``Unable to
+determine (detect) the device handle for GPU…``, ``No devices were found`` and ``GPU is lost`` become
+``gpu.missing``; ``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver``
+``gpu.driver``; ``Failed to initialize NVML: …`` in a file that is nvidia-smi's ``cuda.error`` (the kind
+the torch source gives the line alone).
 
-Output: one ``gpus`` row per GPU per dump or CSV sample (typed columns: counts as integers, °C, W, MHz,
+Output: one ``gpus`` row per GPU per dump, CSV sample or table (typed columns: counts as integers, °C, W, MHz,
 link gen/width as integers, booleans), and derived ``events``: ``gpu.ecc_uncorrectable``,
 ``gpu.remap_pending``, ``gpu.remap_failure``, ``gpu.retired_pages``, ``gpu.pcie_degraded``,
 ``gpu.pcie_replays``, ``gpu.thermal_slowdown``, ``gpu.power_slowdown``, ``gpu.reset_required``,
@@ -22,7 +28,6 @@ Example: a block with ``Remapped Rows / Pending : Yes`` gives a ``gpus`` row wit
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -44,12 +49,23 @@ from .base import SourceResult, events_table
 
 NAME = "nvsmi"
 FORMS = (
-    "nvidia-smi -q text, any -d subset, drivers 304.x-595.x (value column at any offset)",
+    "nvidia-smi -q text, any -d subset, drivers 304.x-610.x (value column at any offset)",
     "nvidia-smi -q -x XML, DTD v9-v13, with or without DOCTYPE, truncated",
-    "nvidia-smi --query-gpu=... --format=csv[,noheader,nounits], -l loops",
+    "nvidia-smi --query-gpu=... --format=csv[,noheader,nounits], -l loops, any field or alias",
+    "nvidia-smi (the plain table), drivers 325.x-580.x, ERR! rows",
 )
 
-_MISSING = re.compile(r"Unable to determine the device handle for GPU ?(\S+?):? |No devices were found|GPU is lost")
+_MISSING = re.compile(r"Unable to (?:determine|detect) the device handle for GPU ?(\S+?):? |No devices were found|GPU is lost")
+# nvidia-smi's own failures, one line each: (pattern, kind, severity). "Failed to initialize NVML" keeps the
+# kind and detail the torch source gives it (the diagnosis rules read cuda.error) when a file is nvidia-smi's.
+_FAILURES = (
+    (_MISSING, "gpu.missing", "critical"),
+    (re.compile(r"NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver"), "gpu.driver", "critical"),
+    (re.compile(r"Failed to initialize NVML: .+"), "cuda.error", "error"),
+)
+_NVML_VERSION = re.compile(r"^\s*NVML library version: (\S+)")
+#: An event read from one line: (line, kind, severity, message, gpu, detail).
+Failure = tuple[int, str, str, str, str | None, dict[str, Any]]
 
 
 @dataclass
@@ -100,9 +116,10 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "remapped_rows_uncorrectable": ["Remapped Rows/Uncorrectable Error"],
     "remapped_rows_pending": ["Remapped Rows/Pending"],
     "remapped_rows_failure": ["Remapped Rows/Remapping Failure Occurred"],
-    "temp_gpu_c": ["Temperature/GPU Current Temp"], "temp_memory_c": ["Temperature/Memory Current Temp"],
+    "temp_gpu_c": ["Temperature/GPU Current Temp", "Temperature/Gpu"], "temp_memory_c": ["Temperature/Memory Current Temp"],
     "power_draw_w": ["GPU Power Readings/Power Draw", "GPU Power Readings/Average Power Draw", "Power Readings/Power Draw"],
-    "power_limit_w": ["GPU Power Readings/Current Power Limit", "Power Readings/Power Limit", "Power Readings/Enforced Power Limit"],
+    "power_limit_w": ["GPU Power Readings/Current Power Limit", "GPU Power Readings/GPU Ceiling Power Limit/Current Power Limit",
+                      "Power Readings/Power Limit", "Power Readings/Enforced Power Limit"],
     "clock_sm_mhz": ["Clocks/SM"], "clock_mem_mhz": ["Clocks/Memory"],
     "reset_required": ["GPU Reset Status/Reset Required"],
     "drain_and_reset_recommended": ["GPU Reset Status/Drain and Reset Recommended"],
@@ -187,6 +204,8 @@ def _flatten(nodes: list[Node], prefix: str = "") -> dict[str, tuple[str | None,
 def _reasons(nodes: list[Node]) -> list[str] | None:
     for n in nodes:
         if n.key in REASONS:
+            if not n.children:  # a vGPU guest prints <clocks_throttle_reasons>N/A</...>: unknown, not "none active"
+                return None
             active = []
             for leaf in _leaves(n.children):
                 if _bool(leaf.value):
@@ -250,15 +269,21 @@ def _text_dumps(text: str) -> tuple[list[tuple[dict[str, Any], list[Node]]], lis
             current, blocks = {}, []
         elif n.key == "Timestamp":
             current["stamp"] = n.value
-        elif n.key == "Driver Version":
-            current["driver"] = n.value
-        elif n.key == "CUDA Version":
-            current["cuda"] = n.value
+        elif n.key in ("Driver Version", "KMD Version"):  # 610+: the KMD line replaces the deprecated one
+            current["driver"] = _version(n.value) if n.key == "KMD Version" else current.get("driver") or _version(n.value)
+        elif n.key in ("CUDA Version", "CUDA UMD Version"):
+            current["cuda"] = _version(n.value) if n.key == "CUDA UMD Version" else current.get("cuda") or _version(n.value)
         elif re.match(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d", n.key):
             blocks.append(n)
     if blocks or current:
         dumps.append((current, blocks))
     return dumps, nodes
+
+
+def _version(value: str | None) -> str | None:
+    """A driver or CUDA version without 610's " [Deprecated; ...]" note; "Not Found" (no CUDA) is unknown."""
+    version = re.sub(r"\s*\[[^\]]*\]?$", "", value or "").strip()
+    return None if version in ("", "N/A", "Not Found") else version
 
 
 def _parse_text(text: str) -> list[Node]:
@@ -307,8 +332,8 @@ def _xml_nodes(data: bytes) -> tuple[list[tuple[dict[str, Any], list[Node]]], st
         error = error or f"XML cut or malformed: {exc}"
     if root is None:
         return [], error or "no XML element"
-    dump = {"stamp": _text(root.find("timestamp")), "driver": _text(root.find("driver_version")),
-            "cuda": _text(root.find("cuda_version"))}  # fmt: skip
+    dump = {"stamp": _text(root.find("timestamp")), "driver": _version(_text(root.find("driver_version"))),
+            "cuda": _version(_text(root.find("cuda_version")))}  # fmt: skip
     # ElementTree keeps no line numbers: a GPU block's line is that of its <gpu …> tag in the file.
     starts = [data.count(b"\n", 0, m.start()) + 1 for m in re.finditer(rb"<gpu[\s>]", data)]
     blocks = []
@@ -327,60 +352,218 @@ def _to_node(elem: ET.Element, key: str | None = None) -> Node:
     return Node(key or elem.tag, _text(elem), 0, [_to_node(c) for c in elem])
 
 
-def _csv_rows(text: str) -> list[dict[str, Any]]:
-    """``--query-gpu`` samples: one header (or none, with ``noheader``), many rows."""
+# A --query-gpu field name as the header prints it: dotted, any case, digits ("fabric.cliqueId",
+# "ecc.errors.uncorrected.aggregate.sram.l2"), a unit in brackets unless ``nounits``.
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?: \[[^\]]*\])?")
+_QUERY = re.compile(r"--query-gpu[= ]([A-Za-z0-9_.,]+)")
+# Header roots of ``nvidia-smi --help-query-gpu`` (a header names at least one: "hello, world" is no header).
+_ROOTS = {"timestamp", "driver_version", "count", "name", "gpu_name", "serial", "gpu_serial", "uuid", "gpu_uuid",
+          "pci", "gpu_bus_id", "pcie", "index", "display_mode", "display_active", "display_attached",
+          "persistence_mode", "addressing_mode", "accounting", "driver_model", "vbios_version", "inforom",
+          "gom", "gpu_operation_mode", "fan", "pstate", "clocks_throttle_reasons", "clocks_event_reasons",
+          "memory", "compute_mode", "compute_cap", "utilization", "encoder", "ecc", "retired_pages",
+          "remapped_rows", "temperature", "power", "enforced", "clocks", "mig", "fabric", "reset_status",
+          "gpu_recovery_action", "minor_number", "protected_memory", "module", "gsp", "c2c"}  # fmt: skip
+
+
+def _cells(line: str) -> list[str]:
+    """A CSV line's cells, stripped; a line the csv module rejects (a stray CR) is split at its commas."""
+    try:
+        cells = next(csv.reader([line], skipinitialspace=True), [])
+    except csv.Error:
+        cells = line.split(",")
+    return [c.strip() for c in cells]
+
+
+def _header(cells: list[str]) -> list[str] | None:
+    """The field names of a ``--query-gpu`` header line (units dropped), or None if it is not one."""
+    names = [c.strip() for c in cells]
+    if not all(_FIELD.fullmatch(n) for n in names) or not any(re.split(r"[. ]", n, maxsplit=1)[0] in _ROOTS for n in names):
+        return None
+    return [re.sub(r" \[.*\]$", "", n) for n in names]
+
+
+def _csv_layout(lines: list[str]) -> tuple[list[list[str] | None], int]:
+    """Each line's role in a ``--query-gpu`` capture: its field names if it is a sample row (None if it is a
+    header, a command line or other text), and how many lines are headers or rows (0: not such a capture).
+
+    The names come from the last header line above, else from the ``--query-gpu=`` list of the command line
+    (``noheader``), else ``field0..``; a row has as many cells as there are names.
+    """
+    roles: list[list[str] | None] = []
+    names: list[str] | None = None
+    structural = 0
+    for line in lines:
+        cells = _cells(line)
+        if not line.strip():
+            roles.append(None)
+        elif (query := _QUERY.search(line)) and "--format" in line:
+            names = query[1].strip(",").split(",")
+            roles.append(None)
+        elif (header := _header(cells)) is not None:
+            names, structural = header, structural + 1
+            roles.append(None)
+        elif names is not None and len(cells) == len(names):
+            roles.append(names)
+            structural += 1
+        else:
+            roles.append(None)
+    return roles, structural
+
+
+# The values nvidia-smi prints in brackets where a reading is missing.
+_BRACKETED = re.compile(r"\[(?:N/A|Not Supported|Unknown Error|Insufficient Permissions|GPU is lost|GPU requires reset|"
+                        r"No permission|Requested functionality has been deprecated)\]", re.I)
+
+
+def _noheader_names(lines: list[str]) -> list[str] | None:
+    """``field0..`` for a ``noheader`` capture without its command: every line the same number (≥ 2) of cells,
+    one at least an nvidia-smi bracketed value (``[N/A]``) or a GPU's UUID or bus id."""
+    if not lines or not all("," in line for line in lines if line.strip()):
+        return None
+    counts = {len(_cells(line)) for line in lines if line.strip()}
+    if len(counts) != 1 or (width := counts.pop()) < 2:
+        return None
+    cells = {c.strip() for line in lines for c in _cells(line)}
+    if not any(_BRACKETED.fullmatch(c) or re.fullmatch(r"GPU-[0-9a-fA-F-]{36}|[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", c)
+               for c in cells):  # fmt: skip
+        return None
+    return [f"field{i}" for i in range(width)]
+
+
+def _csv_rows(lines: list[str]) -> list[dict[str, Any]]:
+    """``--query-gpu`` samples (one dict per row, field name → printed value, plus its line)."""
+    roles, structural = _csv_layout(lines)
+    if not structural and (names := _noheader_names(lines)):
+        roles = [names if line.strip() else None for line in lines]
     out: list[dict[str, Any]] = []
-    header: list[str] | None = None
-    for n, cells in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
-        if not cells:
-            continue
-        if header is None and any(re.match(r"^[a-z_]+(?:\.[a-z_]+)*(?: \[.*\])?$", c.strip()) for c in cells) and not any(re.match(r"^\d", c.strip()) for c in cells):
-            header = [re.sub(r" \[.*\]$", "", c.strip()) for c in cells]
-            continue
-        names = header or [f"field{i}" for i in range(len(cells))]
-        values = dict(zip(names, (c.strip() for c in cells), strict=False))
-        out.append({"line": n, **values})
+    for n, (line, role) in enumerate(zip(lines, roles, strict=True), start=1):
+        if role is not None:
+            cells = _cells(line)
+            out.append({"line": n, **dict(zip(role, cells, strict=True))})
     return out
 
 
-_CSV_FIELDS = {
-    "pci.bus_id": "bus_id", "uuid": "uuid", "serial": "serial", "name": "product", "driver_version": "driver",
-    "vbios_version": "vbios", "temperature.gpu": "temp_gpu_c", "temperature.memory": "temp_memory_c",
-    "power.draw": "power_draw_w", "power.limit": "power_limit_w", "clocks.sm": "clock_sm_mhz",
-    "clocks.current.sm": "clock_sm_mhz", "clocks.mem": "clock_mem_mhz", "clocks.current.memory": "clock_mem_mhz",
-    "pcie.link.gen.current": "pcie_gen_current", "pcie.link.gen.max": "pcie_gen_max",
-    "pcie.link.width.current": "pcie_width_current", "pcie.link.width.max": "pcie_width_max",
-    "ecc.errors.uncorrected.volatile.total": "ecc_volatile_uncorrected",
-    "ecc.errors.corrected.volatile.total": "ecc_volatile_corrected",
-    "ecc.errors.uncorrected.aggregate.total": "ecc_aggregate_uncorrected",
-    "ecc.errors.corrected.aggregate.total": "ecc_aggregate_corrected",
-    "retired_pages.pending": "retired_pages_pending", "remapped_rows.pending": "remapped_rows_pending",
-    "remapped_rows.failure": "remapped_rows_failure", "remapped_rows.correctable": "remapped_rows_correctable",
-    "remapped_rows.uncorrectable": "remapped_rows_uncorrectable", "minor_number": "minor",
+# gpus column → ``--help-query-gpu`` names (canonical first, then its aliases); the first printed one wins.
+_CSV_FIELDS: dict[str, list[str]] = {
+    "bus_id": ["pci.bus_id", "gpu_bus_id"], "uuid": ["uuid", "gpu_uuid"], "serial": ["serial", "gpu_serial"],
+    "product": ["name", "gpu_name"], "driver": ["driver_version"], "vbios": ["vbios_version"],
+    "minor": ["minor_number"],
+    "pcie_gen_current": ["pcie.link.gen.current", "pcie.link.gen.gpucurrent"],
+    "pcie_gen_max": ["pcie.link.gen.max", "pcie.link.gen.gpumax"],
+    "pcie_width_current": ["pcie.link.width.current"], "pcie_width_max": ["pcie.link.width.max"],
+    "ecc_volatile_corrected": ["ecc.errors.corrected.volatile.total"],
+    "ecc_volatile_uncorrected": ["ecc.errors.uncorrected.volatile.total"],
+    "ecc_aggregate_corrected": ["ecc.errors.corrected.aggregate.total"],
+    "ecc_aggregate_uncorrected": ["ecc.errors.uncorrected.aggregate.total"],
+    "retired_pages_sbe": ["retired_pages.single_bit_ecc.count", "retired_pages.sbe"],
+    "retired_pages_dbe": ["retired_pages.double_bit.count", "retired_pages.dbe"],
+    "retired_pages_pending": ["retired_pages.pending"],
+    "remapped_rows_correctable": ["remapped_rows.correctable"],
+    "remapped_rows_uncorrectable": ["remapped_rows.uncorrectable"],
+    "remapped_rows_pending": ["remapped_rows.pending"], "remapped_rows_failure": ["remapped_rows.failure"],
+    "temp_gpu_c": ["temperature.gpu"], "temp_memory_c": ["temperature.memory"],
+    "power_draw_w": ["power.draw", "power.draw.average", "power.draw.instant"],
+    "power_limit_w": ["power.limit", "enforced.power.limit"],
+    "clock_sm_mhz": ["clocks.current.sm", "clocks.sm"], "clock_mem_mhz": ["clocks.current.memory", "clocks.mem"],
+    "reset_required": ["reset_status.reset_required"],
+    "drain_and_reset_recommended": ["reset_status.drain_and_reset_recommended"],
 }  # fmt: skip
+# ``clocks_event_reasons.active`` (``clocks_throttle_reasons.active`` before 535) is NVML's bit mask
+# (nvml.h, nvmlClocksEventReason*); it names the reasons when their own columns were not queried.
+_REASON_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}  # fmt: skip
+
+
+# The plain ``nvidia-smi`` table (79 columns before 525, 87 on 535/536, 89 on 550+): a GPU is two lines,
+# "| idx name persistence-or-driver-model | bus id disp | volatile uncorr. ECC |" and
+# "| fan temp perf usage / cap | used / total | util compute |"; any cell may read ERR!.
+_TABLE_BANNER = re.compile(r"^[ \t]*\|[ \t]*NVIDIA-SMI \d", re.M)
+_TABLE_GPU = re.compile(r"^[ \t]*\|[ \t]*(\d+)[ \t]+([^|\n]*?)[ \t]+(On|Off|TCC|WDDM|MCDM|N/A|ERR!)[ \t]*"
+                        r"\|[ \t]*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])[ \t]+(\S+)[ \t]*\|[ \t]*(\S+)[ \t]*\|", re.M)
+_TABLE_STATE = re.compile(r"^[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|"
+                          r"[ \t]*(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]*\|")
+_Q_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)
+_CTIME = re.compile(r"^\s*\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
+
+
+def _table_rows(lines: list[str]) -> list[dict[str, Any]]:
+    """gpus rows of plain ``nvidia-smi`` tables; ``_unreadable`` lists the fields of a GPU it could not read (ERR!)."""
+    rows: list[dict[str, Any]] = []
+    head: dict[str, Any] = {}
+    for n, line in enumerate(lines, start=1):
+        if _CTIME.match(line):
+            head = {"ts": line.strip()}
+        elif m := re.search(r"Driver Version: (\S+)", line):
+            head["driver"] = m[1]
+            head["cuda"] = c[1] if (c := re.search(r"CUDA Version: (\S+)", line)) else None
+        elif m := _TABLE_GPU.match(line):
+            index, product, _, bus_id, _, ecc = m.groups()
+            row: dict[str, Any] = {"line": n, **head, "gpu": canonical_bdf(bus_id), "bus_id": bus_id,
+                                   "product": None if product == "ERR!" else product,
+                                   "ecc_volatile_uncorrected": _typed("ecc_volatile_uncorrected", ecc), "_lines": {}}  # fmt: skip
+            state = _TABLE_STATE.match(lines[n]) if n < len(lines) else None
+            cells = [product, ecc, *(state.groups() if state else ())]
+            if state:
+                _, temp, _, usage, cap, *_ = state.groups()
+                row |= {"temp_gpu_c": _number(temp), "power_draw_w": _number(usage), "power_limit_w": _number(cap)}
+                row["_lines"] = dict.fromkeys(("temp_gpu_c", "power_draw_w", "power_limit_w"), n + 1)
+            if product == "ERR!" or cells.count("ERR!") >= 3:  # one ERR! (a power reading) is transient
+                row["_unreadable"] = cells.count("ERR!")
+            rows.append(row | {"index": int(index)})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------- parse
 
 
 def _mode(data: bytes) -> str:
+    """``xml`` (``-q -x``), ``csv`` (``--query-gpu``), ``table`` (plain ``nvidia-smi``) or ``text`` (``-q``)."""
     head = data[:4096].lstrip()
     if head.startswith(b"<?xml") or head.startswith(b"<!DOCTYPE nvidia_smi_log") or head.startswith(b"<nvidia_smi_log"):
         return "xml"
-    first = head.split(b"\n", 1)[0]
-    if re.match(rb"^[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?(?:, ?[a-z_]+(?:\.[a-z_]+)*(?: \[[^\]]*\])?)+\s*$", first):
+    text = data[:65536].decode("utf-8", "replace")
+    if _csv_confidence(text.splitlines()[:200]):
         return "csv"
+    if not _is_q_dump(text) and "|" in text and ("NVIDIA-SMI" in text and _TABLE_BANNER.search(text) or _TABLE_GPU.search(text)):
+        return "table"
     return "text"
+
+
+def _is_q_dump(text: str) -> bool:
+    return "==============NVSMI LOG==============" in text or bool(_Q_GPU.search(text))
+
+
+def _csv_confidence(lines: list[str]) -> float:
+    """1.0 when a ``--query-gpu`` header (or the command, for ``noheader``) opens ``lines`` (a prompt or the
+    command above the header is fine) and a sample row or nothing follows it; 0.6 for a ``noheader`` capture
+    without its command (:func:`_noheader_names`); else 0."""
+    filled = [line for line in lines if line.strip()]
+    roles, _ = _csv_layout(filled[:4])
+    for n, line in enumerate(filled[:3]):
+        cells = _cells(line)
+        opens = (_QUERY.search(line) and "--format" in line) or (
+            (names := _header(cells)) is not None and (len(names) > 1 or "." in names[0]))
+        if opens and (n + 1 == len(filled) or roles[n + 1] is not None or n + 1 < 3 and _header(
+                _cells(filled[n + 1])) is not None):  # fmt: skip
+            return 1.0
+    return 0.6 if _noheader_names(filled[:50]) else 0.0
 
 
 def sniff(head: str) -> float:
     """How sure we are that a file starting with ``head`` is an nvidia-smi dump (0..1)."""
     raw = head.encode("utf-8", "replace")
-    if _mode(raw) in ("xml", "csv"):
-        return 1.0 if b"nvidia_smi_log" in raw or _mode(raw) == "csv" else 0.0
-    if "==============NVSMI LOG==============" in head or re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", head, re.M):
+    mode = _mode(raw)
+    if mode == "xml":
+        return 1.0 if b"nvidia_smi_log" in raw else 0.0
+    if mode == "csv":
+        return _csv_confidence(head.splitlines()[:200])
+    if _is_q_dump(head):
         return 1.0
-    return 0.9 if _MISSING.search(head) else 0.0
+    if mode == "table":
+        return 1.0 if _TABLE_BANNER.search(head) else 0.9
+    return 0.9 if any(pattern.search(head) for pattern, kind, _ in _FAILURES if kind != "cuda.error") else 0.0
 
 
 def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
@@ -391,10 +574,13 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     mode = _mode(data)
     error = None
     rows: list[dict[str, Any]] = []
-    missing: list[tuple[int, str, str | None]] = []
     try:
         if mode == "csv":
-            rows = [_csv_gpu(r) for r in _csv_rows(text)]
+            # a sample of columns the gpus table has none of (fan.speed alone) gives no row
+            samples = map(_csv_gpu, _csv_rows(lines.to_list()))
+            rows = [g for g in samples if set(g) - {"line", "ts", "gpu", "clocks_event_reasons"} or g["clocks_event_reasons"] is not None]
+        elif mode == "table":
+            rows = _table_rows(lines.to_list())
         else:
             dumps, error = _xml_nodes(data) if mode == "xml" else (_text_dumps(text)[0], None)
             fields, ecc, ecc_section = (XML_FIELDS, ECC_XML, "ecc_errors") if mode == "xml" else (TEXT_FIELDS, ECC_TEXT, "ECC Errors")
@@ -403,33 +589,77 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
                     row, where = _gpu_row(block, dump | {"ts": dump.get("stamp")}, fields, ecc, ecc_section)
                     row["_lines"] = where
                     rows.append(row)
+            if mode == "text" and _TABLE_GPU.search(text):  # the table pasted beside a -q dump
+                rows = sorted(rows + _table_rows(lines.to_list()), key=lambda r: r["line"])
     except (LarkError, DedentError) as exc:
         error = f"not an nvidia-smi dump this parser can read: {str(exc).splitlines()[0]}"
-    for n, line in enumerate(lines.to_list(), start=1):
-        if m := _MISSING.search(line):
-            missing.append((n, line.strip(), canonical_bdf(m.group(1)) if m.group(1) else None))
+    failures = _failures(lines.to_list(), seen={r["line"] for r in rows if r.get("_unreadable")})
     gpus = _gpus_table(rows, file=file, incident=incident, host=host, timezone=timezone)
     # nvidia-smi prints its time stamps in the machine's local time, without a zone
-    events = _events(rows, missing, file=file, incident=incident, host=host, gpus=gpus,
+    events = _events(rows, failures, file=file, incident=incident, host=host, gpus=gpus,
                      ts_from="local" if timezone else "assumed")  # fmt: skip
     unparsed = 1 if error and not rows else 0
     if unparsed:
         events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
                                                                     {"error": error}, file, incident, host, None)])])  # fmt: skip
-    return SourceResult(events, lines=len(lines), records=len(rows) + len(missing) + unparsed, unparsed=unparsed,
+    return SourceResult(events, lines=len(lines), records=len(rows) + len(failures) + unparsed, unparsed=unparsed,
                         error=error, invalid_utf8_lines=bad_utf8, gpus=gpus)  # fmt: skip
 
 
+def _failures(lines: list[str], *, seen: set[int]) -> list[Failure]:
+    """nvidia-smi's failure lines (see ``_FAILURES``) outside the lines already read: (line, kind, severity,
+    message, gpu, detail)."""
+    out = []
+    for n, line in enumerate(lines, start=1):
+        for pattern, kind, severity in _FAILURES:
+            if n not in seen and (m := pattern.search(line)):
+                text = line.strip().lstrip("> ")
+                gpu = canonical_bdf(m.group(1)) if pattern.groups and m.group(1) else None
+                detail: dict[str, Any] = {"text": text}
+                if kind == "cuda.error":
+                    detail = {"error": m[0].strip(), "traceback": False}
+                    if n < len(lines) and (v := _NVML_VERSION.match(lines[n])):
+                        detail["nvml_version"] = v[1]
+                out.append((n, kind, severity, text, gpu, detail))
+                break
+    return out
+
+
 def _csv_gpu(sample: dict[str, Any]) -> dict[str, Any]:
+    """A gpus row from one ``--query-gpu`` sample; bracketed values (``[N/A]``, ``[Unknown Error]``) are unknown."""
+    known = {name: value for name, value in sample.items()
+             if name != "line" and value and value != "N/A" and not value.startswith("[")}  # fmt: skip
     row: dict[str, Any] = {"line": sample["line"]}
-    for name, value in sample.items():
-        column = _CSV_FIELDS.get(name)
-        if column is None or value in ("[N/A]", "N/A", "[Not Supported]", ""):
-            continue
-        row[column] = _typed(column, value)
-    row["ts"] = sample.get("timestamp")
+    for column, names in _CSV_FIELDS.items():
+        if value := next((known[n] for n in names if n in known), None):
+            row[column] = _typed(column, value)
+    for name, value in known.items():  # a noheader sample without its command: recognise what has a shape
+        if name.startswith("field"):
+            if re.fullmatch(r"GPU-[0-9a-fA-F-]{36}", value):
+                row.setdefault("uuid", value)
+            elif re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", value):
+                row.setdefault("bus_id", value)
+            elif re.match(r"(?:NVIDIA|Tesla|GeForce|Quadro|TITAN|GRID) ", value):
+                row.setdefault("product", value)
+    row["clocks_event_reasons"] = _csv_reasons(sample)
+    row["ts"] = known.get("timestamp")
     row["gpu"] = canonical_bdf(row.get("bus_id"))
+    if lost := sum(value == "[GPU is lost]" for value in sample.values()):
+        row["_unreadable"] = lost
     return row
+
+
+def _csv_reasons(sample: dict[str, Any]) -> list[str] | None:
+    """Active clocks event (throttle) reasons of a sample: its per-reason columns, else its ``.active`` mask."""
+    reasons = {re.sub(r"^clocks_(?:event|throttle)_reasons\.", "", n): v for n, v in sample.items()
+               if re.match(r"clocks_(?:event|throttle)_reasons\.", str(n))}  # fmt: skip
+    states = {name: _bool(value) for name, value in reasons.items() if name not in ("supported", "active")}
+    if any(state is not None for state in states.values()):
+        return [name for name, state in states.items() if state]
+    mask = reasons.get("active") or ""
+    if re.fullmatch(r"0x[0-9A-Fa-f]+", mask):
+        return [name for bit, name in _REASON_BITS.items() if int(mask, 16) & bit]
+    return None
 
 
 def _gpus_table(rows: list[dict[str, Any]], *, file: str, incident: str, host: str | None, timezone: str | None) -> pa.Table:
@@ -457,8 +687,8 @@ def _event_row(kind: str, severity: str, line: int, message: str, gpu: str | Non
             "message": message, "detail": json.dumps(detail, ensure_ascii=False)}  # fmt: skip
 
 
-def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None]], *, file: str, incident: str,
-            host: str | None, gpus: pa.Table, ts_from: str) -> pa.Table:  # fmt: skip
+def _events(rows: list[dict[str, Any]], failures: list[Failure], *, file: str, incident: str, host: str | None,
+            gpus: pa.Table, ts_from: str) -> pa.Table:  # fmt: skip
     out: list[dict[str, Any]] = []
     ts_column = gpus.column("ts").to_pylist() if gpus.num_rows else []
     for index, r in enumerate(rows):
@@ -507,11 +737,15 @@ def _events(rows: list[dict[str, Any]], missing: list[tuple[int, str, str | None
         if power := [x for x in reasons if "power_brake" in x]:
             emit("gpu.power_slowdown", "warning", "power_draw_w", f"clocks slowed: {', '.join(power)}", reasons=reasons,
                  power_w=r.get("power_draw_w"))  # fmt: skip
+        if unreadable := r.get("_unreadable"):
+            text = f"nvidia-smi shows ERR! in {unreadable} fields of GPU {r['index']}" if "index" in r else (
+                f"[GPU is lost] in {unreadable} fields")  # fmt: skip
+            emit("gpu.missing", "critical", "line", text, gpu_index=r.get("index"), unreadable=unreadable)
         if r.get("reset_required") or r.get("drain_and_reset_recommended"):
             emit("gpu.reset_required", "error", "reset_required" if r.get("reset_required") else "drain_and_reset_recommended",
                  "reset required" if r.get("reset_required") else "drain and reset recommended",
                  reset_required=r.get("reset_required"), drain_and_reset=r.get("drain_and_reset_recommended"))  # fmt: skip
-    for line, text, gpu in missing:
-        out.append(_event_row("gpu.missing", "critical", line, text, gpu, None, {"text": text}, file, incident, host, None))
+    for line, kind, severity, text, gpu, detail in failures:
+        out.append(_event_row(kind, severity, line, text, gpu, None, detail, file, incident, host, None))
     out.sort(key=lambda e: e["line"])
     return events_table(out)
