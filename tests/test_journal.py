@@ -207,3 +207,61 @@ def test_cat_and_with_unit_modes() -> None:
     assert [r["kind"] for r in cat] == ["gpu.xid", "other"]  # -o cat: messages only, kernel families still apply
     unit = rows("Jan 30 10:23:01 n1 nvidia-fabricmanager.service[900]: [Jan 30 2024 10:23:01] [ERROR] [tid 900] detected NVSwitch fatal error 12028 on fid 0\n")
     assert (unit[0]["kind"], unit[0]["detail"]["sxid"], unit[0]["detail"]["unit"]) == ("svc.fabricmanager", 12028, "nvidia-fabricmanager.service")
+
+
+def test_kubelet_under_k3s_and_hyperkube_and_its_runtime_verdicts() -> None:
+    pleg = sample("syslog-k3s-kubelet-pleg-not-healthy-lagged-klog-stamp-deadline-exceeded-01.log")
+    # PLEG stuck for minutes and the runtime's rpc timeouts: the container runtime, as the rules read it
+    assert {(r["kind"], r["severity"], r["detail"]["ident"]) for r in pleg} == {("svc.container_runtime", "error", "k3s")}
+    assert [r["detail"]["event"] for r in pleg] == ["pleg_unhealthy"] * 4 + ["runtime_timeout"] * 2
+    hyper = sample("journal-hyperkube-kubelet-ident-error-syncing-pod-deadline-exceeded-01.log")
+    assert [r["kind"] for r in hyper] == ["svc.kubelet", "other", "other"]
+    # k3s' kubelet quoting containerd's error is kubelet's row, with k3s' identifier, not "containerd task"
+    (sandbox,) = sample("journal-k3s-embedded-kubelet-createpodsandbox-containerd-shim-nvidia-01.log")
+    assert (sandbox["kind"], sandbox["detail"]["ident"]) == ("svc.kubelet", "k3s")
+
+
+def test_klog_levels_weigh_kubelet_lines() -> None:
+    fatal = sample("journal-r-kubelet-fatal-config-status-255-restart-loop-01.log")[2]
+    assert (fatal["kind"], fatal["severity"]) == ("svc.kubelet", "critical")
+    # the NVIDIA device plugin registering is an I-line of a healthy node, not an error
+    registration = sample("journal-kubelet-device-plugin-registration-nvidia-com-gpu-cpumanager-01.log")
+    assert {r["kind"] for r in registration} == {"other"}
+    # the PLEG line every kubelet start prints is a notice; a kubelet device-plugin failure is the plugin's
+    startup = sample("journal-kubelet-1.23-startup-pleg-has-yet-to-be-successful-crio-01.log")[2]
+    assert (startup["kind"], startup["severity"], startup["detail"]["event"]) == ("svc.kubelet", "notice", "pleg_startup")
+    failing = rows('Jan 30 10:22:56 n1 kubelet[1679]: E0130 10:22:56.1 1679 manager.go:80] "Failed to register device plugin" err="nvidia.com/gpu"\n')
+    assert failing[0]["kind"] == "svc.device_plugin" and failing[0]["severity"] == "error"
+
+
+def test_a_service_named_inside_another_services_message_is_not_that_service() -> None:
+    got = sample("journal-short-precise-ocp-crio-conmon-bpf-foreign-scope-01.log")
+    assert "svc.container_runtime" not in {r["kind"] for r in got}
+
+
+def test_slurm_daemons() -> None:
+    got = sample("journal-slurmd-gres-conf-fatal-main-process-exited-01.log")
+    assert [(r["kind"], r["severity"]) for r in got[1:3]] == [("svc.slurm", "error"), ("svc.slurm", "critical")]
+    assert got[2]["detail"]["gpu_config"] is True and got[2]["detail"]["unit"] == "slurmd"
+    ctld = sample("journal-xe-slurmctld-duplicated-nodehostname-fatal-01.log")
+    assert {(r["kind"], r["detail"]["unit"], r["detail"]["gpu_config"]) for r in ctld} == {("svc.slurm", "slurmctld", False)}
+
+
+def test_older_systemd_failure_wordings() -> None:
+    el7 = sample("systemctl-status-slurmd-el7-main-process-exited-entered-failed-state-01.log")
+    exited, entered = el7[-2:]
+    assert (exited["kind"], exited["detail"]["status"]) == ("svc.failed", 1)
+    assert (entered["kind"], entered["detail"]["unit"]) == ("svc.failed", "slurmd.service")
+    no_comma = next(r for r in sample("journal-xe-catalog-subject-block-control-process-no-comma-status-12-01.log") if r["line"] == 16)
+    assert (no_comma["kind"], no_comma["detail"]["status"]) == ("svc.failed", 12)
+    success = sample("systemctl-status-slurmctld-pid-file-not-readable-yet-01.log")
+    assert "svc.failed" not in {r["kind"] for r in success}
+
+
+def test_userspace_sees_the_driver_fail() -> None:
+    udev = sample("journal-short-iso-precise-persistenced-failed-modprobe-udev-worker-01.log")[0]
+    assert (udev["kind"], udev["severity"], udev["detail"]["event"]) == ("gpu.driver", "error", "udev")
+    xorg = sample("journal-bumblebeed-relayed-xorg-ee-nvidia-gpu0-embedded-uptime-01.log")[0]
+    assert (xorg["kind"], xorg["gpu"]) == ("gpu.driver", "0000:01:00.0")  # Xorg's PCI:1:0:0 is decimal
+    signal = sample("journal-persistenced-verbose-received-signal-15-shutdown-01.log")[5]
+    assert (signal["kind"], signal["severity"], signal["detail"]["signal"]) == ("svc.persistenced", "warning", 15)

@@ -106,18 +106,65 @@ def _service(kind: str) -> Any:
         severity = "error"
         if re.search(r"\bWARN|^W\d{4} |level=warn", body):
             severity = "warning"
-        if re.search(r"[Ff]atal|level=fatal", body):
+        if re.search(r"[Ff]atal|level=fatal|^F\d{4} ", body):
             severity = "critical"
         detail: dict[str, Any] = {"unit": _unit_of(first) or ident, "ident": ident, "text": body}
+        for event, pattern in _SERVICE_EVENTS:
+            if re.search(pattern, body):
+                detail["event"] = event
+                break
+        if detail.get("event") == "pleg_startup":  # printed once at every kubelet start: not a fault
+            severity = "notice"
+        elif detail.get("event") == "signal":
+            severity = "warning"
         if m := re.search(r"\[(NV_\w+)\]", body):
             detail["nv_status"] = m[1]
         if m := re.search(r"[Ee]xit code:? (-?\d+)", body):
             detail["exit_code"] = int(m[1])
         if m := re.search(r"NVSwitch (?:non-)?fatal error (\d+)", body):
             detail["sxid"] = int(m[1])
+        if m := re.search(r"Received signal (\d+)", body):
+            detail["signal"] = int(m[1])
         return row(kind, severity, detail)
 
     return enrich
+
+
+#: What a service line says happened, for ``detail.event`` (first match wins).
+_SERVICE_EVENTS = (
+    ("pleg_startup", r"pleg has yet to be successful"),
+    ("pleg_unhealthy", r"PLEG is not healthy"),
+    ("runtime_down", r"[Cc]ontainer runtime is down|[Cc]ontainer runtime (?:is )?not ready|ContainerRuntimeDown"),
+    ("runtime_timeout", r"rpc error: code = (?:DeadlineExceeded|Unavailable)"),
+    ("node_not_ready", r"NodeNotReady|[Nn]ode became not ready|[Nn]ode not becoming ready"),
+    ("network_not_ready", r"[Nn]etwork not ready|cni plugin not initialized"),
+    ("signal", r"Received signal \d+"),
+)
+
+
+def _slurm(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    ident = _ident(first)
+    body = first.split(": ", 1)[-1]
+    fatal = re.search(r"^(?:(?:slurm\w*|\[[^\]]*\]): )?(?:fatal|FATAL)\b", body)
+    return row(
+        "svc.slurm", "critical" if fatal else "error", unit=_unit_of(first) or ident, ident=ident, text=body,
+        event="fatal" if fatal else "error", gpu_config=bool(re.search(r"gres|/dev/nvidia|\bgpu", body, re.IGNORECASE)),
+    )  # fmt: skip
+
+
+def _userspace_driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    """udev failing to load or mknod an NVIDIA device; Xorg's ``(EE) NVIDIA(GPU-n)`` lines."""
+    first = text.split("\n", 1)[0]
+    ident = _ident(first)
+    body = first.split(": ", 1)[-1]
+    gpu = None
+    # Xorg prints the bus as decimal bus:device:function (PCI:82:0:0 is 0000:52:00.0).
+    if m := re.search(r"\bPCI:(\d+)(?:@(\d+))?:(\d+):(\d+)\b", body):
+        gpu = f"{int(m[2] or 0):04x}:{int(m[1]):02x}:{int(m[3]):02x}.{int(m[4])}"
+    event = "xorg" if "(EE)" in body else "udev"
+    return row("gpu.driver", "error", gpu=gpu, event=event, unit=_unit_of(first) or ident, ident=ident,
+               text=body)  # fmt: skip
 
 
 def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -133,6 +180,9 @@ SERVICES = Families(
         "svc.container_runtime": _service("svc.container_runtime"),
         "svc.device_plugin": _service("svc.device_plugin"),
         "svc.persistenced": _service("svc.persistenced"),
+        "svc.slurm": _slurm,
+        "svc.dcgm": _service("svc.dcgm"),
+        "gpu.driver": _userspace_driver,
     },
     generic=_generic,
 )
