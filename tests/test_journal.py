@@ -265,3 +265,32 @@ def test_userspace_sees_the_driver_fail() -> None:
     assert (xorg["kind"], xorg["gpu"]) == ("gpu.driver", "0000:01:00.0")  # Xorg's PCI:1:0:0 is decimal
     signal = sample("journal-persistenced-verbose-received-signal-15-shutdown-01.log")[5]
     assert (signal["kind"], signal["severity"], signal["detail"]["signal"]) == ("svc.persistenced", "warning", 15)
+
+
+def test_backward_monotonic_steps_inside_one_boot() -> None:
+    # kernel entries carry the kernel's clock, userspace ones CLOCK_MONOTONIC: small steps back are one boot
+    for name in ("journal-short-monotonic-missed-kernel-messages-out-of-order-truncated-audit-01.log",
+                 "journal-short-monotonic-backwards-after-suspend-wrapped-elided-01.log"):  # fmt: skip
+        assert {r["detail"]["boot"] for r in sample(name)} == {0}
+
+
+def test_logs_begin_header_dates_short_stamps() -> None:
+    pst = sample("journal-xb-1-p3-logs-begin-pst-mce-thermal-throttle-01.log")
+    assert (pst[0]["source"], pst[0]["kind"]) == ("journal", "other")  # journalctl's line, not the kernel's
+    assert pst[2]["kind"] == "host.cpu_throttle" and pst[2]["ts"].isoformat() == "2019-10-04T10:01:05+00:00"
+    # under -f only "Logs begin at" is printed, and the entries come after it: April 2023, not 2022
+    follow = sample("journal-u-kubelet-f-logs-begin-pdt-follow-cni-not-initialized-01.log")
+    assert follow[1]["ts"].isoformat() == "2023-04-17T05:26:30+00:00"
+    plus08 = sample("journal-u-vgpu-mgr-journal-begins-at-tz-plus08-01.log")
+    assert plus08[1]["ts"].isoformat() == "2022-05-26T01:01:43+00:00"
+    assert journal.header_context("-- Logs begin at Mon 2022-12-05 10:00:00 CST, end at Tue 2023-01-03 10:00:00 CST. --\nDec 30 10:00:00 h x[1]: y") == (2022, None)
+
+
+def test_pastes_without_stamp_or_behind_a_prefix_keep_their_identifier() -> None:
+    (fm,) = sample("journal-noprefix-fabricmanager-driver-interface-version-mismatch-530-01.log")
+    assert (fm["source"], fm["kind"], fm["pid"]) == ("journal", "svc.fabricmanager", 3228)
+    grep = sample("journal-grep-n-gdm-x-session-nvidia-ee-failed-initialize-egpu-01.log")
+    assert {r["host"] for r in grep} == {"130s-p16s-4"}
+    assert [r["line"] for r in grep if r["kind"] == "gpu.driver"] == [3, 7]
+    quoted = sample("journal-quoted-kubelet-2018-runtime-network-not-ready-cni-gpu-node-01.log")
+    assert [(r["kind"], r["host"]) for r in quoted] == [("svc.kubelet", "slspGPU16"), ("other", "slspGPU16")]

@@ -35,7 +35,10 @@ import itertools
 import json
 import re
 import struct
+import tomllib
 from collections.abc import Iterator
+from functools import cache
+from importlib import resources
 from typing import Any, BinaryIO
 
 import polars as pl
@@ -234,11 +237,86 @@ def parse(
     """Parse a journal export (any mode) into ``events`` rows (see the module docstring)."""
     mode = _mode(data[:65536])
     if mode == "text":
+        data = unquote(data)
+        if year is None or timezone is None:
+            header_year, header_zone = header_context(data[:65536].decode("utf-8", "replace"))
+            year = year if year is not None else header_year
+            timezone = timezone if timezone is not None else header_zone
         return kernel.parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
                                  on_error=on_error, full=full, with_envelope=_with_boots, **_RECORDS)  # fmt: skip
     chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
                              timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
     return combine(chunks)
+
+
+#: What a paste puts before every journal line: a markdown/e-mail quote, ``grep -n``'s line number
+#: (``15712:`` on a matching line, ``15711-`` on a context line before a month name).
+_PASTE_PREFIXES = (rb"> ?", rb"\d+:(?=\D)|\d+-(?=[^\W\d])")
+
+
+def unquote(data: bytes) -> bytes:
+    """``data`` without the prefix a paste put before (nearly) every line, so that the journal's own
+    stamp, host and identifier open each line again.
+
+    >>> unquote(b"> Feb 12 10:02:01 n1 kubelet[1]: x\\n> Feb 12 10:02:06 n1 kubelet[1]: y\\n")
+    b'Feb 12 10:02:01 n1 kubelet[1]: x\\nFeb 12 10:02:06 n1 kubelet[1]: y\\n'
+    """
+    head = [line for line in data[:65536].split(b"\n")[:200] if line.strip()]
+    if not head:
+        return data
+    for prefix in _PASTE_PREFIXES:
+        rx = re.compile(rb"^(?:" + prefix + rb")")
+        if sum(1 for line in head if rx.match(line)) >= 0.8 * len(head):
+            data = re.compile(rb"(?m)^(?:" + prefix + rb")").sub(b"", data)
+    return data
+
+
+_HEADER = re.compile(
+    r"^[ \t>]*-- (?:Logs begin at|Journal begins at) \w+ (?P<y0>\d{4})-(?P<m0>\d\d)-(?P<d0>\d\d) [\d:]+(?: (?P<z0>[A-Za-z]+|[+-]\d\d(?::?\d\d)?))?"
+    r"(?:, (?:end|ends) at \w+ (?P<y1>\d{4})-(?P<m1>\d\d)-\d\d [\d:]+(?: (?P<z1>[A-Za-z]+|[+-]\d\d(?::?\d\d)?))?)?\. --",
+    re.MULTILINE,
+)
+_SHORT_STAMP = re.compile(r"^[ \t>]*(?P<mon>[^\s\d]\S*?|\d{1,2}[月월]) +(?P<day>\d{1,2}) \d\d:\d\d", re.MULTILINE)
+
+
+def header_context(head: str) -> tuple[int | None, str | None]:
+    """The year of the first entry and the zone that journalctl's ``-- Logs begin at … --`` header tells.
+
+    The header's dates carry the year that ``short`` stamps lack: the entries end by the ``end at`` date
+    (a first entry in a later month than that is from the year before), or, under ``-f`` where only
+    ``Logs begin at`` is printed, fall after the begin date. The zone is the header's (``+08``, ``PST``:
+    see ``data/zones.toml``), when it names one offset.
+
+    >>> header_context("-- Logs begin at Sun 2019-09-29 14:14:25 PST, end at Fri 2019-10-04 02:06:33 PST. --\nOct 04 02:01:04 h k: x")
+    (2019, 'Etc/GMT+8')
+    """
+    m = _HEADER.search(head)
+    if m is None:
+        return None, None
+    first = _SHORT_STAMP.search(head, m.end())
+    month = envelope.month_numbers().get(first["mon"].lower().rstrip(".")) if first else None
+    if m["y1"]:
+        year = int(m["y1"]) - (1 if month is not None and month > int(m["m1"]) else 0)
+    else:
+        begin = (int(m["m0"]), int(m["d0"]))
+        after = month is None or (month, int(first["day"])) >= begin  # type: ignore[index]
+        year = int(m["y0"]) + (0 if after else 1)
+    return year, _zone(m["z1"] or m["z0"])
+
+
+def _zone(name: str | None) -> str | None:
+    if not name:
+        return None
+    if m := re.fullmatch(r"([+-])(\d\d)(?::?00)?", name):
+        hours = int(m[2])
+        return "UTC" if hours == 0 else f"Etc/GMT{'-' if m[1] == '+' else '+'}{hours}"
+    return _zones().get(name.upper())
+
+
+@cache
+def _zones() -> dict[str, str]:
+    table = tomllib.loads(resources.files("forensics.data").joinpath("zones.toml").read_text("utf-8"))
+    return dict(table["zones"])
 
 
 #: The largest binary field an export may hold; a larger length means a corrupt stream.
@@ -319,14 +397,31 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     """Number the boots: a ``-- Boot --``/``-- Reboot --`` marker, or the uptime going backwards."""
     marker = lines.str.extract(r"^-- Boot ([0-9a-f]{32}) --", 1)
     is_boot = lines.str.contains(r"^-- (?:Boot [0-9a-f]{32}|Reboot) --")
-    uptime = env.get_column("uptime_s")
-    back = (uptime.forward_fill().diff() < 0).fill_null(False)
+    # Kernel entries carry the kernel's clock and userspace ones CLOCK_MONOTONIC: after a suspend, or
+    # around journald's "Missed N kernel messages", the stamps step back a little inside one boot. A
+    # new boot starts the clock again: the uptime falls to less than half, or the kernel says hello.
+    uptime = env.get_column("uptime_s").forward_fill()
+    before = uptime.shift(1)
+    hello = lines.str.contains(r"kernel: Linux version \d")
+    back = ((uptime < before) & ((uptime < before * 0.5) | hello)).fill_null(False)
     starts = (is_boot | back).cast(pl.Int32).cum_sum()
     # A marker before the first entry opens boot 0, not boot 1.
     first_entry = (~is_boot & (lines.str.strip_chars() != "")).arg_true()
     offset = int(starts[int(first_entry[0])]) if first_entry.len() else 0
     boot_id = marker.forward_fill().replace("00000000000000000000000000000000", None)
-    return env.with_columns(boot=(starts - offset).clip(0), boot_id=boot_id)
+    # journalctl's own lines (-- Logs begin at … --, -- No entries --) are the journal's, not the kernel's.
+    notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
+    ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
+    # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
+    bare = env.get_column("msg").str.extract_groups(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$")
+    named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
+    return env.with_columns(
+        boot=(starts - offset).clip(0), boot_id=boot_id,
+        host=pl.when(env.get_column("host").str.contains(r"^(?:\.\.\.|…)$")).then(None).otherwise(env.get_column("host")),
+        ident=pl.when(named).then(bare.struct.field("i").str.replace(r"^.*/", "")).otherwise(ident),
+        ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64)).otherwise(env.get_column("ipid")),
+        msg=pl.when(named).then(bare.struct.field("m")).otherwise(env.get_column("msg")),
+    )  # fmt: skip
 
 
 def _decode_message(value: Any) -> str:
