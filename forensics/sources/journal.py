@@ -287,7 +287,7 @@ def header_context(head: str) -> tuple[int | None, str | None]:
     ``Logs begin at`` is printed, fall after the begin date. The zone is the header's (``+08``, ``PST``:
     see ``data/zones.toml``), when it names one offset.
 
-    >>> header_context("-- Logs begin at Sun 2019-09-29 14:14:25 PST, end at Fri 2019-10-04 02:06:33 PST. --\nOct 04 02:01:04 h k: x")
+    >>> header_context("-- Logs begin at Sun 2019-09-29 14:14:25 PST, end at Fri 2019-10-04 02:06:33 PST. --\\nOct 04 02:01:04 h k: x")
     (2019, 'Etc/GMT+8')
     """
     m = _HEADER.search(head)
