@@ -294,3 +294,22 @@ def test_pastes_without_stamp_or_behind_a_prefix_keep_their_identifier() -> None
     assert [r["line"] for r in grep if r["kind"] == "gpu.driver"] == [3, 7]
     quoted = sample("journal-quoted-kubelet-2018-runtime-network-not-ready-cni-gpu-node-01.log")
     assert [(r["kind"], r["host"]) for r in quoted] == [("svc.kubelet", "slspGPU16"), ("other", "slspGPU16")]
+
+
+def test_verbose_mode_reads_the_message_and_the_cursor_clock() -> None:
+    got = sample("journal-o-verbose-output-fields-message-memcg-oom-killed-01.log")
+    assert got[0]["kind"] == "host.oom_kill" and got[0]["detail"]["process"] == "tail"
+    # the printed "11:49:13.015489 CET" is the cursor's t= (hex microseconds): 10:49:13Z, not 11:49 read as UTC
+    assert got[0]["ts"].isoformat() == "2023-02-02T10:49:13.015489+00:00"
+    assert got[0]["detail"]["boot_id"] == "796d12a513054cf1bbde201dd1bca9a1"
+
+
+def test_json_pretty_objects_and_a_cut_off_one() -> None:
+    (cut,) = sample("journal-o-json-pretty-systemd-224-spaced-truncated-paste-01.json")
+    assert (cut["source"], cut["host"], cut["pid"]) == ("journal", "fogey", 1)
+    assert cut["ts"].isoformat() == "2015-08-27T12:44:29.441705+00:00"
+    entry = {"__REALTIME_TIMESTAMP": "1440679469441705", "_HOSTNAME": "g1", "SYSLOG_IDENTIFIER": "systemd", "_PID": "1",
+             "MESSAGE": "nvidia-fabricmanager.service: Main process exited, code=exited, status=1/FAILURE"}  # fmt: skip
+    pretty = json.dumps(entry, indent=8).encode() + b"\n"
+    got = rows(pretty + pretty)
+    assert [(r["kind"], r["line"], r["detail"]["status"]) for r in got] == [("svc.failed", 1, 1), ("svc.failed", 8, 1)]

@@ -203,7 +203,19 @@ def _mode(head: bytes) -> str:
         return "json"
     if re.match(rb"(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|_BOOT_ID|MESSAGE)=", text):
         return "export"
+    if _VERBOSE_HEAD.match(text.decode("utf-8", "replace")):
+        return "verbose"
     return "text"
+
+
+#: ``journalctl -o verbose``: a line per entry with its local time and cursor, then indented fields.
+#: The cursor's ``t=`` (realtime) and ``m=`` (monotonic) are hexadecimal microseconds, ``b=`` the boot.
+_VERBOSE_HEAD = re.compile(
+    r"^[ \t]*\w+ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \S+)? "
+    r"\[s=[0-9a-f]+;i=(?P<i>[0-9a-f]+);b=(?P<b>[0-9a-f]{32});m=(?P<m>[0-9a-f]+);t=(?P<t>[0-9a-f]+);x=[0-9a-f]+\][ \t]*$",
+    re.MULTILINE,
+)
+_VERBOSE_FIELD = re.compile(r"^[ \t]+(?P<k>[A-Z0-9_]+)=(?P<v>.*)$", re.DOTALL)
 
 
 def sniff(head: str) -> float:
@@ -346,7 +358,8 @@ def iter_parse(
     if mode is None:  # a file opened for reading in binary mode can be peeked at
         mode = _mode(stream.peek(65536)[:65536]) if hasattr(stream, "peek") else "json"
     counts = _Counts()
-    entries = _iter_json_entries(stream, counts) if mode == "json" else _iter_export_entries(stream, counts)
+    readers = {"json": _iter_json_entries, "verbose": _iter_verbose_entries}
+    entries = readers.get(mode, _iter_export_entries)(stream, counts)
     boots: dict[str, int] = {}
     last_boot = 0
     pending: list[dict[str, Any]] = []
@@ -447,7 +460,11 @@ class _Counts:
 
 
 def _iter_json_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
-    """Entries of ``journalctl -o json``, one per line, read as the stream goes."""
+    """Entries of ``journalctl -o json``, one per line, or of ``-o json-pretty`` (an object over many
+    lines, closed by a ``}`` alone on its line), read as the stream goes. A cut-off pretty object keeps
+    the fields it has."""
+    pretty: list[str] = []
+    start = 0
     for n, raw in enumerate(stream):
         counts.lines = n + 1
         try:
@@ -456,16 +473,66 @@ def _iter_json_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, 
             text = raw.decode("utf-8", "backslashreplace")
             counts.bad_utf8 += 1
         text = text.rstrip("\r\n")
+        if pretty:
+            pretty.append(text)
+            if text.strip() in ("}", "},"):
+                yield _json_entry("\n".join(pretty).rstrip().rstrip(","), start, counts)
+                pretty = []
+            continue
         if not text.strip():
             continue
-        try:
-            fields = json.loads(text)
-            if not isinstance(fields, dict):
-                raise ValueError("not an object")
-        except ValueError:
+        if text.strip() == "{":
+            pretty, start = [text], n
+            continue
+        yield _json_entry(text, n, counts)
+    if pretty:  # a paste cut inside its last object
+        counts.broken += 1
+        fields: dict[str, Any] = {}
+        for line in pretty[1:]:
+            if m := re.match(r'^\s*"(\w+)"\s*:\s*(.*?),?\s*$', line):
+                try:
+                    fields[m[1]] = json.loads(m[2])
+                except ValueError:
+                    fields[m[1]] = m[2].strip('"')
+        fields["_LINE"] = start
+        yield fields
+
+
+def _json_entry(text: str, line: int, counts: _Counts) -> dict[str, Any]:
+    try:
+        fields = json.loads(text)
+        if not isinstance(fields, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        counts.broken += 1
+        fields = {"MESSAGE": text, "_BROKEN": True}
+    fields["_LINE"] = line
+    return fields
+
+
+def _iter_verbose_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
+    """Entries of ``journalctl -o verbose``: the cursor line, then ``    KEY=value`` lines; a line of
+    neither kind goes on the value before it (a message printed over several lines)."""
+    fields: dict[str, Any] = {}
+    key = None
+    for n, raw in enumerate(stream):
+        counts.lines = n + 1
+        text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+        if (head := _VERBOSE_HEAD.match(text)) is not None:
+            if fields:
+                yield fields
+            fields = {"_LINE": n, "_BOOT_ID": head["b"], "__REALTIME_TIMESTAMP": int(head["t"], 16),
+                      "__MONOTONIC_TIMESTAMP": int(head["m"], 16)}  # fmt: skip
+            key = None
+        elif (field := _VERBOSE_FIELD.match(text)) is not None and fields:
+            key = field["k"]
+            fields[key] = field["v"]
+        elif fields and key is not None:
+            fields[key] = f"{fields[key]}\n{text}"
+        elif text.strip():  # text before the first entry
             counts.broken += 1
-            fields = {"MESSAGE": text, "_BROKEN": True}
-        fields["_LINE"] = n
+            yield {"_LINE": n, "MESSAGE": text, "_BROKEN": True}
+    if fields:
         yield fields
 
 
