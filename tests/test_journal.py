@@ -206,7 +206,9 @@ def test_cat_and_with_unit_modes() -> None:
     cat = rows("NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error\nStarted Session 4 of User root.\n")
     assert [r["kind"] for r in cat] == ["gpu.xid", "other"]  # -o cat: messages only, kernel families still apply
     unit = rows("Jan 30 10:23:01 n1 nvidia-fabricmanager.service[900]: [Jan 30 2024 10:23:01] [ERROR] [tid 900] detected NVSwitch fatal error 12028 on fid 0\n")
-    assert (unit[0]["kind"], unit[0]["detail"]["sxid"], unit[0]["detail"]["unit"]) == ("svc.fabricmanager", 12028, "nvidia-fabricmanager.service")
+    # the fabric manager reporting an SXid is the SXid's row (what the NVSwitch rules read)
+    assert (unit[0]["kind"], unit[0]["code"], unit[0]["severity"]) == ("gpu.sxid", 12028, "critical")
+    assert unit[0]["detail"]["unit"] == "nvidia-fabricmanager.service"
 
 
 def test_kubelet_under_k3s_and_hyperkube_and_its_runtime_verdicts() -> None:
@@ -313,3 +315,12 @@ def test_json_pretty_objects_and_a_cut_off_one() -> None:
     pretty = json.dumps(entry, indent=8).encode() + b"\n"
     got = rows(pretty + pretty)
     assert [(r["kind"], r["line"], r["detail"]["status"]) for r in got] == [("svc.failed", 1, 1), ("svc.failed", 8, 1)]
+
+
+def test_fabric_manager_log_file_sxid() -> None:
+    got = sample("fmlog-gpud-testdata-multicast-team-nvswitch-nonfatal-12028-01.log")
+    (sxid,) = [r for r in got if r["kind"] == "gpu.sxid"]
+    assert (sxid["code"], sxid["gpu"], sxid["severity"], sxid["detail"]["link"]) == (12028, "0000:86:00.0", "warning", 61)
+    assert sxid["ts"].isoformat() == "2025-02-27T15:10:02+00:00" and sxid["line"] == 17
+    # "Message payload details:" goes on the entry before it
+    assert {r["source"] for r in got if r["message"]} == {"journal"} and got[0]["message"].count("\n") == 1

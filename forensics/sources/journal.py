@@ -45,6 +45,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..families import Families, row
+from ..pci import canonical_bdf
 from . import envelope, kernel
 from .base import SourceResult
 
@@ -156,6 +157,21 @@ def _slurm(parts: dict[str, Any], text: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def _fm_sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    """An SXid the fabric manager reports (its log or its journal entries), on the switch's PCI address."""
+    first = text.split("\n", 1)[0]
+    body = first.split(": ", 1)[-1]
+    fatal = not re.search(r"non-fatal", body)
+    switch = _search(r"pci bus id ((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", body)
+    code = _search(r"fatal error (\d+)", body)
+    return row(
+        "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(switch) if switch else None,
+        code=int(code) if code else None, text=body, fatal=fatal, link=_int(_search(r"\bport (\d+)", body)),
+        physical_id=_int(_search(r"physical id (\d+)", body)), fid=_int(_search(r"\bfid (\d+)", body)),
+        unit=_ident(first),
+    )  # fmt: skip
+
+
 def _userspace_driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
     """udev failing to load or mknod an NVIDIA device; Xorg's ``(EE) NVIDIA(GPU-n)`` lines."""
     first = text.split("\n", 1)[0]
@@ -186,6 +202,7 @@ SERVICES = Families(
         "svc.slurm": _slurm,
         "svc.dcgm": _service("svc.dcgm"),
         "gpu.driver": _userspace_driver,
+        "gpu.sxid": _fm_sxid,
     },
     generic=_generic,
 )
@@ -428,12 +445,40 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
     bare = env.get_column("msg").str.extract_groups(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$")
     named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
-    return env.with_columns(
+    env = env.with_columns(
         boot=(starts - offset).clip(0), boot_id=boot_id,
         host=pl.when(env.get_column("host").str.contains(r"^(?:\.\.\.|…)$")).then(None).otherwise(env.get_column("host")),
         ident=pl.when(named).then(bare.struct.field("i").str.replace(r"^.*/", "")).otherwise(ident),
         ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64)).otherwise(env.get_column("ipid")),
         msg=pl.when(named).then(bare.struct.field("m")).otherwise(env.get_column("msg")),
+    )  # fmt: skip
+    return _fabricmanager_log(env)
+
+
+#: /var/log/fabricmanager.log: ``[Feb 27 2025 15:10:02] [ERROR] [tid 12727] detected NVSwitch …``
+_FM_LOG = (
+    r"^\[(?P<mon>[^\W\d]{3}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\] "
+    r"\[(?P<lvl>[A-Z]+)\] \[tid (?P<tid>\d+)\] (?P<m>.*)$"
+)
+_FM_LEVELS = {"FATAL": "critical", "ERROR": "error", "WARNING": "warning", "WARN": "warning", "INFO": "info", "DEBUG": "debug"}
+
+
+def _fabricmanager_log(env: pl.DataFrame) -> pl.DataFrame:
+    """Lines of the fabric manager's own log file read as the ``nv-fabricmanager`` service's entries:
+    its stamp carries the year, its level is the entry's."""
+    fm = env.get_column("msg").str.extract_groups(_FM_LOG)
+    hit = env.get_column("ident").is_null() & fm.struct.field("m").is_not_null()
+    if not hit.any():
+        return env
+    f = fm.struct.field
+    stamp = pl.concat_str(f("mon"), pl.lit(" "), f("day"), pl.lit(" "), f("hms"), pl.lit(" "), f("year"))
+    return env.with_columns(
+        ident=pl.when(hit).then(pl.lit("nv-fabricmanager")).otherwise(env.get_column("ident")),
+        stamp=pl.when(hit).then(stamp).otherwise(env.get_column("stamp")),
+        stamp_kind=pl.when(hit).then(pl.lit("ctime")).otherwise(env.get_column("stamp_kind")),
+        stamped=hit | env.get_column("stamped"),
+        level=pl.when(hit).then(f("lvl").replace_strict(_FM_LEVELS, default=None)).otherwise(env.get_column("level")),
+        msg=pl.when(hit).then(f("m")).otherwise(env.get_column("msg")),
     )  # fmt: skip
 
 
