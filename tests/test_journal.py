@@ -324,3 +324,11 @@ def test_fabric_manager_log_file_sxid() -> None:
     assert sxid["ts"].isoformat() == "2025-02-27T15:10:02+00:00" and sxid["line"] == 17
     # "Message payload details:" goes on the entry before it
     assert {r["source"] for r in got if r["message"]} == {"journal"} and got[0]["message"].count("\n") == 1
+
+
+def test_dcgm_host_engine_log_file() -> None:
+    got = sample("nvhostengine-log-dcgm-2.3-failed-to-initialize-nvml-gpu-err-01.log")
+    assert [(r["source"], r["kind"], r["detail"]["unit"]) for r in got] == [("journal", "svc.dcgm", "nv-hostengine")] * 2
+    assert got[0]["ts"].isoformat() == "2022-03-03T01:22:10.481000+00:00"
+    fm = (GOLDEN / "journal" / "fmlog-gpud-testdata-multicast-team-nvswitch-nonfatal-12028-01.log").read_text()
+    assert journal.sniff(fm) == 0.9

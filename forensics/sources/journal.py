@@ -5,16 +5,27 @@ stamp in the file, else ``ts`` stays null with ``detail.stamp``), ``short-iso``,
 ``short-precise``, ``short-full``, ``short-monotonic``, ``short-unix``, ``with-unit``, ``cat``; markers
 ``-- Boot <id> --``, ``-- Reboot --``, ``-- Logs begin at … --``, ``-- Journal begins at … --``,
 ``-- No entries --``; pager-cut and terminal-wrapped lines. ``-o json`` (compact or the older spaced
-style; ``MESSAGE`` as a byte array when it is not UTF-8) and ``-o export`` (``KEY=value`` lines,
-binary-safe ``KEY\\n<u64 length><bytes>`` fields, entries separated by a blank line).
+style; ``MESSAGE`` as a byte array when it is not UTF-8), ``-o json-pretty`` (also cut off inside its last
+object), ``-o verbose`` (the cursor's ``t=``/``m=``/``b=`` and the indented ``KEY=value`` fields) and
+``-o export`` (``KEY=value`` lines, binary-safe ``KEY\\n<u64 length><bytes>`` fields, entries separated by
+a blank line). The ``-- Logs begin at … --`` header dates year-less ``short`` stamps (and gives their
+zone when it names one offset, see ``data/zones.toml``). Pastes: lines with their time and host cut off
+(``nv-fabricmanager[3228]: …``), behind ``> `` or ``grep -n``'s ``15712:``. The fabric manager's and the
+DCGM host engine's own log files are read as those services' entries.
 
 Rows: kernel-transport entries (identifier ``kernel``, or ``_TRANSPORT=kernel``) go through the kernel
 families (:mod:`forensics.sources.kernel`, same grammar, same kinds); service entries through
-``grammars/journal.lark``: ``svc.failed`` (unit failures, non-zero exits, restart loops),
-``svc.fabricmanager``, ``svc.kubelet``, ``svc.container_runtime``, ``svc.device_plugin``,
-``svc.persistenced``, each with ``detail.unit``; everything else is ``other``. Every row's detail
+``grammars/journal.lark``: ``svc.failed`` (unit failures, non-zero exits, restart loops; systemd 219 to
+255 wordings), ``svc.fabricmanager``, ``svc.kubelet`` (kubelet, or inside k3s / rke2 / hyperkube /
+kubelite; klog I-lines are not errors, F-lines critical), ``svc.container_runtime`` (also kubelet's PLEG
+stuck and runtime down), ``svc.device_plugin`` (also kubelet's device-plugin failures),
+``svc.persistenced``, ``svc.dcgm``, ``svc.slurm`` (slurmd/slurmctld ``error:``/``fatal:``), each with
+``detail.unit``; ``gpu.sxid`` for the SXids the fabric manager reports and ``gpu.driver`` for udev's
+failed NVIDIA modprobe/mknod and Xorg's ``(EE) NVIDIA`` init failures; everything else is ``other``. Every row's detail
 carries ``boot`` (0, 1, … in file order: boot markers, ``_BOOT_ID`` changes, uptime going backwards)
-and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps.
+and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps; a step back starts a boot only
+when the uptime falls below half or the kernel prints ``Linux version`` (kernel entries carry the
+kernel's clock, userspace ones CLOCK_MONOTONIC: they step back a little inside one boot).
 
 Large exports: :func:`iter_parse` reads ``-o json`` and ``-o export`` as a stream, in chunks of
 :data:`CHUNK_ENTRIES` entries, carrying each chunk's last record (it may continue in the next entries)
@@ -54,7 +65,9 @@ FORMS = (
     "journalctl -o short (year from context), short-iso, short-iso-precise, short-precise, short-full",
     "journalctl -o short-monotonic, short-unix, with-unit, cat",
     "markers: -- Boot <id> --, -- Reboot --, -- Logs begin at … --, -- No entries --",
-    "journalctl -o json (compact and spaced; MESSAGE as a byte array)",
+    "journalctl -o json (compact and spaced; MESSAGE as a byte array), json-pretty, verbose",
+    "pastes: no time/host (ident[pid]: msg), '> ' quotes, grep -n prefixes",
+    "fabricmanager.log and nv-hostengine.log lines (as those services' entries)",
     "journalctl -o export (binary-safe fields)",
 )
 
@@ -245,6 +258,9 @@ def sniff(head: str) -> float:
         return 0.0
     if any(_MARKER.match(line) for line in lines):
         return 1.0
+    stamped = [line for line in lines if line[:1] and line[0] in "[0123456789"]
+    if stamped and any(sum(1 for line in stamped if re.match(p, line)) >= 0.8 * len(stamped) for _, p, _ in _DAEMON_LOGS):
+        return 0.9  # a fabric manager or DCGM host engine log file
     env = envelope.head_split(head)
     services = env.select(
         (pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")).mean()
@@ -452,34 +468,44 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
         ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64)).otherwise(env.get_column("ipid")),
         msg=pl.when(named).then(bare.struct.field("m")).otherwise(env.get_column("msg")),
     )  # fmt: skip
-    return _fabricmanager_log(env)
+    return _daemon_logs(env)
 
 
-#: /var/log/fabricmanager.log: ``[Feb 27 2025 15:10:02] [ERROR] [tid 12727] detected NVSwitch …``
-_FM_LOG = (
-    r"^\[(?P<mon>[^\W\d]{3}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\] "
-    r"\[(?P<lvl>[A-Z]+)\] \[tid (?P<tid>\d+)\] (?P<m>.*)$"
-)
-_FM_LEVELS = {"FATAL": "critical", "ERROR": "error", "WARNING": "warning", "WARN": "warning", "INFO": "info", "DEBUG": "debug"}
+#: The NVIDIA daemons' own log files, read as their journal entries: (identifier, line, stamp kind).
+#: /var/log/fabricmanager.log: ``[Feb 27 2025 15:10:02] [ERROR] [tid 12727] detected NVSwitch …``;
+#: /var/log/nv-hostengine.log (DCGM 2.x/3.x): ``2022-03-03 01:22:10.481 ERROR [11:11] Cannot initialize …``.
+_DAEMON_LOGS = (
+    ("nv-fabricmanager", r"^\[(?P<mon>[^\W\d]{3}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\] "
+                         r"\[(?P<lvl>[A-Z]+)\] \[tid \d+\] (?P<m>.*)$", "ctime"),
+    ("nv-hostengine", r"^(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?) "
+                      r"(?P<lvl>ERROR|WARNING|WARN|INFO|DEBUG|FATAL|CRITICAL) \[\d+:\d+\] (?P<m>.*)$", "iso"),
+)  # fmt: skip
+_DAEMON_LEVELS = {"FATAL": "critical", "CRITICAL": "critical", "ERROR": "error", "WARNING": "warning", "WARN": "warning",
+                  "INFO": "info", "DEBUG": "debug"}  # fmt: skip
 
 
-def _fabricmanager_log(env: pl.DataFrame) -> pl.DataFrame:
-    """Lines of the fabric manager's own log file read as the ``nv-fabricmanager`` service's entries:
-    its stamp carries the year, its level is the entry's."""
-    fm = env.get_column("msg").str.extract_groups(_FM_LOG)
-    hit = env.get_column("ident").is_null() & fm.struct.field("m").is_not_null()
-    if not hit.any():
-        return env
-    f = fm.struct.field
-    stamp = pl.concat_str(f("mon"), pl.lit(" "), f("day"), pl.lit(" "), f("hms"), pl.lit(" "), f("year"))
-    return env.with_columns(
-        ident=pl.when(hit).then(pl.lit("nv-fabricmanager")).otherwise(env.get_column("ident")),
-        stamp=pl.when(hit).then(stamp).otherwise(env.get_column("stamp")),
-        stamp_kind=pl.when(hit).then(pl.lit("ctime")).otherwise(env.get_column("stamp_kind")),
-        stamped=hit | env.get_column("stamped"),
-        level=pl.when(hit).then(f("lvl").replace_strict(_FM_LEVELS, default=None)).otherwise(env.get_column("level")),
-        msg=pl.when(hit).then(f("m")).otherwise(env.get_column("msg")),
-    )  # fmt: skip
+def _daemon_logs(env: pl.DataFrame) -> pl.DataFrame:
+    """Lines of a daemon's own log file (no identifier of their own) read as that service's entries:
+    their stamp carries the year, their level is the entry's."""
+    for ident, pattern, kind in _DAEMON_LOGS:
+        found = env.get_column("msg").str.extract_groups(pattern)
+        hit = env.get_column("ident").is_null() & found.struct.field("m").is_not_null()
+        if not hit.any():
+            continue
+        f = found.struct.field
+        stamp = (
+            pl.concat_str(f("mon"), pl.lit(" "), f("day"), pl.lit(" "), f("hms"), pl.lit(" "), f("year")) if kind == "ctime"
+            else pl.concat_str(f("year"), pl.lit("-"), f("mon"), pl.lit("-"), f("day"), pl.lit("T"), f("hms"))
+        )  # fmt: skip
+        env = env.with_columns(
+            ident=pl.when(hit).then(pl.lit(ident)).otherwise(env.get_column("ident")),
+            stamp=pl.when(hit).then(stamp).otherwise(env.get_column("stamp")),
+            stamp_kind=pl.when(hit).then(pl.lit(kind)).otherwise(env.get_column("stamp_kind")),
+            stamped=hit | env.get_column("stamped"),
+            level=pl.when(hit).then(f("lvl").replace_strict(_DAEMON_LEVELS, default=None)).otherwise(env.get_column("level")),
+            msg=pl.when(hit).then(f("m")).otherwise(env.get_column("msg")),
+        )  # fmt: skip
+    return env
 
 
 def _decode_message(value: Any) -> str:
