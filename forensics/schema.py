@@ -183,6 +183,7 @@ KINDS: frozenset[str] = frozenset(
         "svc.failed",
         # added (journal services): fabric manager, kubelet, container runtime, device plugin, persistenced
         "svc.fabricmanager", "svc.kubelet", "svc.container_runtime", "svc.device_plugin", "svc.persistenced",
+        "svc.slurm", "svc.dcgm",  # added (journal services): Slurm's daemons, DCGM's host engine
         "other", "unparsed",
     }
 )  # fmt: skip

@@ -206,4 +206,129 @@ def test_cat_and_with_unit_modes() -> None:
     cat = rows("NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error\nStarted Session 4 of User root.\n")
     assert [r["kind"] for r in cat] == ["gpu.xid", "other"]  # -o cat: messages only, kernel families still apply
     unit = rows("Jan 30 10:23:01 n1 nvidia-fabricmanager.service[900]: [Jan 30 2024 10:23:01] [ERROR] [tid 900] detected NVSwitch fatal error 12028 on fid 0\n")
-    assert (unit[0]["kind"], unit[0]["detail"]["sxid"], unit[0]["detail"]["unit"]) == ("svc.fabricmanager", 12028, "nvidia-fabricmanager.service")
+    # the fabric manager reporting an SXid is the SXid's row (what the NVSwitch rules read)
+    assert (unit[0]["kind"], unit[0]["code"], unit[0]["severity"]) == ("gpu.sxid", 12028, "critical")
+    assert unit[0]["detail"]["unit"] == "nvidia-fabricmanager.service"
+
+
+def test_kubelet_under_k3s_and_hyperkube_and_its_runtime_verdicts() -> None:
+    pleg = sample("syslog-k3s-kubelet-pleg-not-healthy-lagged-klog-stamp-deadline-exceeded-01.log")
+    # PLEG stuck for minutes and the runtime's rpc timeouts: the container runtime, as the rules read it
+    assert {(r["kind"], r["severity"], r["detail"]["ident"]) for r in pleg} == {("svc.container_runtime", "error", "k3s")}
+    assert [r["detail"]["event"] for r in pleg] == ["pleg_unhealthy"] * 4 + ["runtime_timeout"] * 2
+    hyper = sample("journal-hyperkube-kubelet-ident-error-syncing-pod-deadline-exceeded-01.log")
+    assert [r["kind"] for r in hyper] == ["svc.kubelet", "other", "other"]
+    # k3s' kubelet quoting containerd's error is kubelet's row, with k3s' identifier, not "containerd task"
+    (sandbox,) = sample("journal-k3s-embedded-kubelet-createpodsandbox-containerd-shim-nvidia-01.log")
+    assert (sandbox["kind"], sandbox["detail"]["ident"]) == ("svc.kubelet", "k3s")
+
+
+def test_klog_levels_weigh_kubelet_lines() -> None:
+    fatal = sample("journal-r-kubelet-fatal-config-status-255-restart-loop-01.log")[2]
+    assert (fatal["kind"], fatal["severity"]) == ("svc.kubelet", "critical")
+    # the NVIDIA device plugin registering is an I-line of a healthy node, not an error
+    registration = sample("journal-kubelet-device-plugin-registration-nvidia-com-gpu-cpumanager-01.log")
+    assert {r["kind"] for r in registration} == {"other"}
+    # the PLEG line every kubelet start prints is a notice; a kubelet device-plugin failure is the plugin's
+    startup = sample("journal-kubelet-1.23-startup-pleg-has-yet-to-be-successful-crio-01.log")[2]
+    assert (startup["kind"], startup["severity"], startup["detail"]["event"]) == ("svc.kubelet", "notice", "pleg_startup")
+    failing = rows('Jan 30 10:22:56 n1 kubelet[1679]: E0130 10:22:56.1 1679 manager.go:80] "Failed to register device plugin" err="nvidia.com/gpu"\n')
+    assert failing[0]["kind"] == "svc.device_plugin" and failing[0]["severity"] == "error"
+
+
+def test_a_service_named_inside_another_services_message_is_not_that_service() -> None:
+    got = sample("journal-short-precise-ocp-crio-conmon-bpf-foreign-scope-01.log")
+    assert "svc.container_runtime" not in {r["kind"] for r in got}
+
+
+def test_slurm_daemons() -> None:
+    got = sample("journal-slurmd-gres-conf-fatal-main-process-exited-01.log")
+    assert [(r["kind"], r["severity"]) for r in got[1:3]] == [("svc.slurm", "error"), ("svc.slurm", "critical")]
+    assert got[2]["detail"]["gpu_config"] is True and got[2]["detail"]["unit"] == "slurmd"
+    ctld = sample("journal-xe-slurmctld-duplicated-nodehostname-fatal-01.log")
+    assert {(r["kind"], r["detail"]["unit"], r["detail"]["gpu_config"]) for r in ctld} == {("svc.slurm", "slurmctld", False)}
+
+
+def test_older_systemd_failure_wordings() -> None:
+    el7 = sample("systemctl-status-slurmd-el7-main-process-exited-entered-failed-state-01.log")
+    exited, entered = el7[-2:]
+    assert (exited["kind"], exited["detail"]["status"]) == ("svc.failed", 1)
+    assert (entered["kind"], entered["detail"]["unit"]) == ("svc.failed", "slurmd.service")
+    no_comma = next(r for r in sample("journal-xe-catalog-subject-block-control-process-no-comma-status-12-01.log") if r["line"] == 16)
+    assert (no_comma["kind"], no_comma["detail"]["status"]) == ("svc.failed", 12)
+    success = sample("systemctl-status-slurmctld-pid-file-not-readable-yet-01.log")
+    assert "svc.failed" not in {r["kind"] for r in success}
+
+
+def test_userspace_sees_the_driver_fail() -> None:
+    udev = sample("journal-short-iso-precise-persistenced-failed-modprobe-udev-worker-01.log")[0]
+    assert (udev["kind"], udev["severity"], udev["detail"]["event"]) == ("gpu.driver", "error", "udev")
+    xorg = sample("journal-bumblebeed-relayed-xorg-ee-nvidia-gpu0-embedded-uptime-01.log")[0]
+    assert (xorg["kind"], xorg["gpu"]) == ("gpu.driver", "0000:01:00.0")  # Xorg's PCI:1:0:0 is decimal
+    signal = sample("journal-persistenced-verbose-received-signal-15-shutdown-01.log")[5]
+    assert (signal["kind"], signal["severity"], signal["detail"]["signal"]) == ("svc.persistenced", "warning", 15)
+
+
+def test_backward_monotonic_steps_inside_one_boot() -> None:
+    # kernel entries carry the kernel's clock, userspace ones CLOCK_MONOTONIC: small steps back are one boot
+    for name in ("journal-short-monotonic-missed-kernel-messages-out-of-order-truncated-audit-01.log",
+                 "journal-short-monotonic-backwards-after-suspend-wrapped-elided-01.log"):  # fmt: skip
+        assert {r["detail"]["boot"] for r in sample(name)} == {0}
+
+
+def test_logs_begin_header_dates_short_stamps() -> None:
+    pst = sample("journal-xb-1-p3-logs-begin-pst-mce-thermal-throttle-01.log")
+    assert (pst[0]["source"], pst[0]["kind"]) == ("journal", "other")  # journalctl's line, not the kernel's
+    assert pst[2]["kind"] == "host.cpu_throttle" and pst[2]["ts"].isoformat() == "2019-10-04T10:01:05+00:00"
+    # under -f only "Logs begin at" is printed, and the entries come after it: April 2023, not 2022
+    follow = sample("journal-u-kubelet-f-logs-begin-pdt-follow-cni-not-initialized-01.log")
+    assert follow[1]["ts"].isoformat() == "2023-04-17T05:26:30+00:00"
+    plus08 = sample("journal-u-vgpu-mgr-journal-begins-at-tz-plus08-01.log")
+    assert plus08[1]["ts"].isoformat() == "2022-05-26T01:01:43+00:00"
+    assert journal.header_context("-- Logs begin at Mon 2022-12-05 10:00:00 CST, end at Tue 2023-01-03 10:00:00 CST. --\nDec 30 10:00:00 h x[1]: y") == (2022, None)
+
+
+def test_pastes_without_stamp_or_behind_a_prefix_keep_their_identifier() -> None:
+    (fm,) = sample("journal-noprefix-fabricmanager-driver-interface-version-mismatch-530-01.log")
+    assert (fm["source"], fm["kind"], fm["pid"]) == ("journal", "svc.fabricmanager", 3228)
+    grep = sample("journal-grep-n-gdm-x-session-nvidia-ee-failed-initialize-egpu-01.log")
+    assert {r["host"] for r in grep} == {"130s-p16s-4"}
+    assert [r["line"] for r in grep if r["kind"] == "gpu.driver"] == [3, 7]
+    quoted = sample("journal-quoted-kubelet-2018-runtime-network-not-ready-cni-gpu-node-01.log")
+    assert [(r["kind"], r["host"]) for r in quoted] == [("svc.kubelet", "slspGPU16"), ("other", "slspGPU16")]
+
+
+def test_verbose_mode_reads_the_message_and_the_cursor_clock() -> None:
+    got = sample("journal-o-verbose-output-fields-message-memcg-oom-killed-01.log")
+    assert got[0]["kind"] == "host.oom_kill" and got[0]["detail"]["process"] == "tail"
+    # the printed "11:49:13.015489 CET" is the cursor's t= (hex microseconds): 10:49:13Z, not 11:49 read as UTC
+    assert got[0]["ts"].isoformat() == "2023-02-02T10:49:13.015489+00:00"
+    assert got[0]["detail"]["boot_id"] == "796d12a513054cf1bbde201dd1bca9a1"
+
+
+def test_json_pretty_objects_and_a_cut_off_one() -> None:
+    (cut,) = sample("journal-o-json-pretty-systemd-224-spaced-truncated-paste-01.json")
+    assert (cut["source"], cut["host"], cut["pid"]) == ("journal", "fogey", 1)
+    assert cut["ts"].isoformat() == "2015-08-27T12:44:29.441705+00:00"
+    entry = {"__REALTIME_TIMESTAMP": "1440679469441705", "_HOSTNAME": "g1", "SYSLOG_IDENTIFIER": "systemd", "_PID": "1",
+             "MESSAGE": "nvidia-fabricmanager.service: Main process exited, code=exited, status=1/FAILURE"}  # fmt: skip
+    pretty = json.dumps(entry, indent=8).encode() + b"\n"
+    got = rows(pretty + pretty)
+    assert [(r["kind"], r["line"], r["detail"]["status"]) for r in got] == [("svc.failed", 1, 1), ("svc.failed", 8, 1)]
+
+
+def test_fabric_manager_log_file_sxid() -> None:
+    got = sample("fmlog-gpud-testdata-multicast-team-nvswitch-nonfatal-12028-01.log")
+    (sxid,) = [r for r in got if r["kind"] == "gpu.sxid"]
+    assert (sxid["code"], sxid["gpu"], sxid["severity"], sxid["detail"]["link"]) == (12028, "0000:86:00.0", "warning", 61)
+    assert sxid["ts"].isoformat() == "2025-02-27T15:10:02+00:00" and sxid["line"] == 17
+    # "Message payload details:" goes on the entry before it
+    assert {r["source"] for r in got if r["message"]} == {"journal"} and got[0]["message"].count("\n") == 1
+
+
+def test_dcgm_host_engine_log_file() -> None:
+    got = sample("nvhostengine-log-dcgm-2.3-failed-to-initialize-nvml-gpu-err-01.log")
+    assert [(r["source"], r["kind"], r["detail"]["unit"]) for r in got] == [("journal", "svc.dcgm", "nv-hostengine")] * 2
+    assert got[0]["ts"].isoformat() == "2022-03-03T01:22:10.481000+00:00"
+    fm = (GOLDEN / "journal" / "fmlog-gpud-testdata-multicast-team-nvswitch-nonfatal-12028-01.log").read_text()
+    assert journal.sniff(fm) == 0.9

@@ -5,16 +5,27 @@ stamp in the file, else ``ts`` stays null with ``detail.stamp``), ``short-iso``,
 ``short-precise``, ``short-full``, ``short-monotonic``, ``short-unix``, ``with-unit``, ``cat``; markers
 ``-- Boot <id> --``, ``-- Reboot --``, ``-- Logs begin at … --``, ``-- Journal begins at … --``,
 ``-- No entries --``; pager-cut and terminal-wrapped lines. ``-o json`` (compact or the older spaced
-style; ``MESSAGE`` as a byte array when it is not UTF-8) and ``-o export`` (``KEY=value`` lines,
-binary-safe ``KEY\\n<u64 length><bytes>`` fields, entries separated by a blank line).
+style; ``MESSAGE`` as a byte array when it is not UTF-8), ``-o json-pretty`` (also cut off inside its last
+object), ``-o verbose`` (the cursor's ``t=``/``m=``/``b=`` and the indented ``KEY=value`` fields) and
+``-o export`` (``KEY=value`` lines, binary-safe ``KEY\\n<u64 length><bytes>`` fields, entries separated by
+a blank line). The ``-- Logs begin at … --`` header dates year-less ``short`` stamps (and gives their
+zone when it names one offset, see ``data/zones.toml``). Pastes: lines with their time and host cut off
+(``nv-fabricmanager[3228]: …``), behind ``> `` or ``grep -n``'s ``15712:``. The fabric manager's and the
+DCGM host engine's own log files are read as those services' entries.
 
 Rows: kernel-transport entries (identifier ``kernel``, or ``_TRANSPORT=kernel``) go through the kernel
 families (:mod:`forensics.sources.kernel`, same grammar, same kinds); service entries through
-``grammars/journal.lark``: ``svc.failed`` (unit failures, non-zero exits, restart loops),
-``svc.fabricmanager``, ``svc.kubelet``, ``svc.container_runtime``, ``svc.device_plugin``,
-``svc.persistenced``, each with ``detail.unit``; everything else is ``other``. Every row's detail
+``grammars/journal.lark``: ``svc.failed`` (unit failures, non-zero exits, restart loops; systemd 219 to
+255 wordings), ``svc.fabricmanager``, ``svc.kubelet`` (kubelet, or inside k3s / rke2 / hyperkube /
+kubelite; klog I-lines are not errors, F-lines critical), ``svc.container_runtime`` (also kubelet's PLEG
+stuck and runtime down), ``svc.device_plugin`` (also kubelet's device-plugin failures),
+``svc.persistenced``, ``svc.dcgm``, ``svc.slurm`` (slurmd/slurmctld ``error:``/``fatal:``), each with
+``detail.unit``; ``gpu.sxid`` for the SXids the fabric manager reports and ``gpu.driver`` for udev's
+failed NVIDIA modprobe/mknod and Xorg's ``(EE) NVIDIA`` init failures; everything else is ``other``. Every row's detail
 carries ``boot`` (0, 1, … in file order: boot markers, ``_BOOT_ID`` changes, uptime going backwards)
-and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps.
+and, where known, ``boot_id``. ``uptime_s`` comes from monotonic stamps; a step back starts a boot only
+when the uptime falls below half or the kernel prints ``Linux version`` (kernel entries carry the
+kernel's clock, userspace ones CLOCK_MONOTONIC: they step back a little inside one boot).
 
 Large exports: :func:`iter_parse` reads ``-o json`` and ``-o export`` as a stream, in chunks of
 :data:`CHUNK_ENTRIES` entries, carrying each chunk's last record (it may continue in the next entries)
@@ -35,13 +46,17 @@ import itertools
 import json
 import re
 import struct
+import tomllib
 from collections.abc import Iterator
+from functools import cache
+from importlib import resources
 from typing import Any, BinaryIO
 
 import polars as pl
 import pyarrow as pa
 
 from ..families import Families, row
+from ..pci import canonical_bdf
 from . import envelope, kernel
 from .base import SourceResult
 
@@ -50,7 +65,9 @@ FORMS = (
     "journalctl -o short (year from context), short-iso, short-iso-precise, short-precise, short-full",
     "journalctl -o short-monotonic, short-unix, with-unit, cat",
     "markers: -- Boot <id> --, -- Reboot --, -- Logs begin at … --, -- No entries --",
-    "journalctl -o json (compact and spaced; MESSAGE as a byte array)",
+    "journalctl -o json (compact and spaced; MESSAGE as a byte array), json-pretty, verbose",
+    "pastes: no time/host (ident[pid]: msg), '> ' quotes, grep -n prefixes",
+    "fabricmanager.log and nv-hostengine.log lines (as those services' entries)",
     "journalctl -o export (binary-safe fields)",
 )
 
@@ -106,18 +123,80 @@ def _service(kind: str) -> Any:
         severity = "error"
         if re.search(r"\bWARN|^W\d{4} |level=warn", body):
             severity = "warning"
-        if re.search(r"[Ff]atal|level=fatal", body):
+        if re.search(r"[Ff]atal|level=fatal|^F\d{4} ", body):
             severity = "critical"
         detail: dict[str, Any] = {"unit": _unit_of(first) or ident, "ident": ident, "text": body}
+        for event, pattern in _SERVICE_EVENTS:
+            if re.search(pattern, body):
+                detail["event"] = event
+                break
+        if detail.get("event") == "pleg_startup":  # printed once at every kubelet start: not a fault
+            severity = "notice"
+        elif detail.get("event") == "signal":
+            severity = "warning"
         if m := re.search(r"\[(NV_\w+)\]", body):
             detail["nv_status"] = m[1]
         if m := re.search(r"[Ee]xit code:? (-?\d+)", body):
             detail["exit_code"] = int(m[1])
         if m := re.search(r"NVSwitch (?:non-)?fatal error (\d+)", body):
             detail["sxid"] = int(m[1])
+        if m := re.search(r"Received signal (\d+)", body):
+            detail["signal"] = int(m[1])
         return row(kind, severity, detail)
 
     return enrich
+
+
+#: What a service line says happened, for ``detail.event`` (first match wins).
+_SERVICE_EVENTS = (
+    ("pleg_startup", r"pleg has yet to be successful"),
+    ("pleg_unhealthy", r"PLEG is not healthy"),
+    ("runtime_down", r"[Cc]ontainer runtime is down|[Cc]ontainer runtime (?:is )?not ready|ContainerRuntimeDown"),
+    ("runtime_timeout", r"rpc error: code = (?:DeadlineExceeded|Unavailable)"),
+    ("node_not_ready", r"NodeNotReady|[Nn]ode became not ready|[Nn]ode not becoming ready"),
+    ("network_not_ready", r"[Nn]etwork not ready|cni plugin not initialized"),
+    ("signal", r"Received signal \d+"),
+)
+
+
+def _slurm(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    first = text.split("\n", 1)[0]
+    ident = _ident(first)
+    body = first.split(": ", 1)[-1]
+    fatal = re.search(r"^(?:(?:slurm\w*|\[[^\]]*\]): )?(?:fatal|FATAL)\b", body)
+    return row(
+        "svc.slurm", "critical" if fatal else "error", unit=_unit_of(first) or ident, ident=ident, text=body,
+        event="fatal" if fatal else "error", gpu_config=bool(re.search(r"gres|/dev/nvidia|\bgpu", body, re.IGNORECASE)),
+    )  # fmt: skip
+
+
+def _fm_sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    """An SXid the fabric manager reports (its log or its journal entries), on the switch's PCI address."""
+    first = text.split("\n", 1)[0]
+    body = first.split(": ", 1)[-1]
+    fatal = not re.search(r"non-fatal", body)
+    switch = _search(r"pci bus id ((?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", body)
+    code = _search(r"fatal error (\d+)", body)
+    return row(
+        "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(switch) if switch else None,
+        code=int(code) if code else None, text=body, fatal=fatal, link=_int(_search(r"\bport (\d+)", body)),
+        physical_id=_int(_search(r"physical id (\d+)", body)), fid=_int(_search(r"\bfid (\d+)", body)),
+        unit=_ident(first),
+    )  # fmt: skip
+
+
+def _userspace_driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    """udev failing to load or mknod an NVIDIA device; Xorg's ``(EE) NVIDIA(GPU-n)`` lines."""
+    first = text.split("\n", 1)[0]
+    ident = _ident(first)
+    body = first.split(": ", 1)[-1]
+    gpu = None
+    # Xorg prints the bus as decimal bus:device:function (PCI:82:0:0 is 0000:52:00.0).
+    if m := re.search(r"\bPCI:(\d+)(?:@(\d+))?:(\d+):(\d+)\b", body):
+        gpu = f"{int(m[2] or 0):04x}:{int(m[1]):02x}:{int(m[3]):02x}.{int(m[4])}"
+    event = "xorg" if "(EE)" in body else "udev"
+    return row("gpu.driver", "error", gpu=gpu, event=event, unit=_unit_of(first) or ident, ident=ident,
+               text=body)  # fmt: skip
 
 
 def _generic(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -133,6 +212,10 @@ SERVICES = Families(
         "svc.container_runtime": _service("svc.container_runtime"),
         "svc.device_plugin": _service("svc.device_plugin"),
         "svc.persistenced": _service("svc.persistenced"),
+        "svc.slurm": _slurm,
+        "svc.dcgm": _service("svc.dcgm"),
+        "gpu.driver": _userspace_driver,
+        "gpu.sxid": _fm_sxid,
     },
     generic=_generic,
 )
@@ -150,7 +233,19 @@ def _mode(head: bytes) -> str:
         return "json"
     if re.match(rb"(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|_BOOT_ID|MESSAGE)=", text):
         return "export"
+    if _VERBOSE_HEAD.match(text.decode("utf-8", "replace")):
+        return "verbose"
     return "text"
+
+
+#: ``journalctl -o verbose``: a line per entry with its local time and cursor, then indented fields.
+#: The cursor's ``t=`` (realtime) and ``m=`` (monotonic) are hexadecimal microseconds, ``b=`` the boot.
+_VERBOSE_HEAD = re.compile(
+    r"^[ \t]*\w+ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \S+)? "
+    r"\[s=[0-9a-f]+;i=(?P<i>[0-9a-f]+);b=(?P<b>[0-9a-f]{32});m=(?P<m>[0-9a-f]+);t=(?P<t>[0-9a-f]+);x=[0-9a-f]+\][ \t]*$",
+    re.MULTILINE,
+)
+_VERBOSE_FIELD = re.compile(r"^[ \t]+(?P<k>[A-Z0-9_]+)=(?P<v>.*)$", re.DOTALL)
 
 
 def sniff(head: str) -> float:
@@ -163,6 +258,9 @@ def sniff(head: str) -> float:
         return 0.0
     if any(_MARKER.match(line) for line in lines):
         return 1.0
+    stamped = [line for line in lines if line[:1] and line[0] in "[0123456789"]
+    if stamped and any(sum(1 for line in stamped if re.match(p, line)) >= 0.8 * len(stamped) for _, p, _ in _DAEMON_LOGS):
+        return 0.9  # a fabric manager or DCGM host engine log file
     env = envelope.head_split(head)
     services = env.select(
         (pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")).mean()
@@ -184,11 +282,86 @@ def parse(
     """Parse a journal export (any mode) into ``events`` rows (see the module docstring)."""
     mode = _mode(data[:65536])
     if mode == "text":
+        data = unquote(data)
+        if year is None or timezone is None:
+            header_year, header_zone = header_context(data[:65536].decode("utf-8", "replace"))
+            year = year if year is not None else header_year
+            timezone = timezone if timezone is not None else header_zone
         return kernel.parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
                                  on_error=on_error, full=full, with_envelope=_with_boots, **_RECORDS)  # fmt: skip
     chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
                              timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
     return combine(chunks)
+
+
+#: What a paste puts before every journal line: a markdown/e-mail quote, ``grep -n``'s line number
+#: (``15712:`` on a matching line, ``15711-`` on a context line before a month name).
+_PASTE_PREFIXES = (rb"> ?", rb"\d+:(?=\D)|\d+-(?=[^\W\d])")
+
+
+def unquote(data: bytes) -> bytes:
+    """``data`` without the prefix a paste put before (nearly) every line, so that the journal's own
+    stamp, host and identifier open each line again.
+
+    >>> unquote(b"> Feb 12 10:02:01 n1 kubelet[1]: x\\n> Feb 12 10:02:06 n1 kubelet[1]: y\\n")
+    b'Feb 12 10:02:01 n1 kubelet[1]: x\\nFeb 12 10:02:06 n1 kubelet[1]: y\\n'
+    """
+    head = [line for line in data[:65536].split(b"\n")[:200] if line.strip()]
+    if not head:
+        return data
+    for prefix in _PASTE_PREFIXES:
+        rx = re.compile(rb"^(?:" + prefix + rb")")
+        if sum(1 for line in head if rx.match(line)) >= 0.8 * len(head):
+            data = re.compile(rb"(?m)^(?:" + prefix + rb")").sub(b"", data)
+    return data
+
+
+_HEADER = re.compile(
+    r"^[ \t>]*-- (?:Logs begin at|Journal begins at) \w+ (?P<y0>\d{4})-(?P<m0>\d\d)-(?P<d0>\d\d) [\d:]+(?: (?P<z0>[A-Za-z]+|[+-]\d\d(?::?\d\d)?))?"
+    r"(?:, (?:end|ends) at \w+ (?P<y1>\d{4})-(?P<m1>\d\d)-\d\d [\d:]+(?: (?P<z1>[A-Za-z]+|[+-]\d\d(?::?\d\d)?))?)?\. --",
+    re.MULTILINE,
+)
+_SHORT_STAMP = re.compile(r"^[ \t>]*(?P<mon>[^\s\d]\S*?|\d{1,2}[月월]) +(?P<day>\d{1,2}) \d\d:\d\d", re.MULTILINE)
+
+
+def header_context(head: str) -> tuple[int | None, str | None]:
+    """The year of the first entry and the zone that journalctl's ``-- Logs begin at … --`` header tells.
+
+    The header's dates carry the year that ``short`` stamps lack: the entries end by the ``end at`` date
+    (a first entry in a later month than that is from the year before), or, under ``-f`` where only
+    ``Logs begin at`` is printed, fall after the begin date. The zone is the header's (``+08``, ``PST``:
+    see ``data/zones.toml``), when it names one offset.
+
+    >>> header_context("-- Logs begin at Sun 2019-09-29 14:14:25 PST, end at Fri 2019-10-04 02:06:33 PST. --\\nOct 04 02:01:04 h k: x")
+    (2019, 'Etc/GMT+8')
+    """
+    m = _HEADER.search(head)
+    if m is None:
+        return None, None
+    first = _SHORT_STAMP.search(head, m.end())
+    month = envelope.month_numbers().get(first["mon"].lower().rstrip(".")) if first else None
+    if m["y1"]:
+        year = int(m["y1"]) - (1 if month is not None and month > int(m["m1"]) else 0)
+    else:
+        begin = (int(m["m0"]), int(m["d0"]))
+        after = month is None or (month, int(first["day"])) >= begin  # type: ignore[index]
+        year = int(m["y0"]) + (0 if after else 1)
+    return year, _zone(m["z1"] or m["z0"])
+
+
+def _zone(name: str | None) -> str | None:
+    if not name:
+        return None
+    if m := re.fullmatch(r"([+-])(\d\d)(?::?00)?", name):
+        hours = int(m[2])
+        return "UTC" if hours == 0 else f"Etc/GMT{'-' if m[1] == '+' else '+'}{hours}"
+    return _zones().get(name.upper())
+
+
+@cache
+def _zones() -> dict[str, str]:
+    table = tomllib.loads(resources.files("forensics.data").joinpath("zones.toml").read_text("utf-8"))
+    return dict(table["zones"])
 
 
 #: The largest binary field an export may hold; a larger length means a corrupt stream.
@@ -218,7 +391,8 @@ def iter_parse(
     if mode is None:  # a file opened for reading in binary mode can be peeked at
         mode = _mode(stream.peek(65536)[:65536]) if hasattr(stream, "peek") else "json"
     counts = _Counts()
-    entries = _iter_json_entries(stream, counts) if mode == "json" else _iter_export_entries(stream, counts)
+    readers = {"json": _iter_json_entries, "verbose": _iter_verbose_entries}
+    entries = readers.get(mode, _iter_export_entries)(stream, counts)
     boots: dict[str, int] = {}
     last_boot = 0
     pending: list[dict[str, Any]] = []
@@ -269,14 +443,69 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     """Number the boots: a ``-- Boot --``/``-- Reboot --`` marker, or the uptime going backwards."""
     marker = lines.str.extract(r"^-- Boot ([0-9a-f]{32}) --", 1)
     is_boot = lines.str.contains(r"^-- (?:Boot [0-9a-f]{32}|Reboot) --")
-    uptime = env.get_column("uptime_s")
-    back = (uptime.forward_fill().diff() < 0).fill_null(False)
+    # Kernel entries carry the kernel's clock and userspace ones CLOCK_MONOTONIC: after a suspend, or
+    # around journald's "Missed N kernel messages", the stamps step back a little inside one boot. A
+    # new boot starts the clock again: the uptime falls to less than half, or the kernel says hello.
+    uptime = env.get_column("uptime_s").forward_fill()
+    before = uptime.shift(1)
+    hello = lines.str.contains(r"kernel: Linux version \d")
+    back = ((uptime < before) & ((uptime < before * 0.5) | hello)).fill_null(False)
     starts = (is_boot | back).cast(pl.Int32).cum_sum()
     # A marker before the first entry opens boot 0, not boot 1.
     first_entry = (~is_boot & (lines.str.strip_chars() != "")).arg_true()
     offset = int(starts[int(first_entry[0])]) if first_entry.len() else 0
     boot_id = marker.forward_fill().replace("00000000000000000000000000000000", None)
-    return env.with_columns(boot=(starts - offset).clip(0), boot_id=boot_id)
+    # journalctl's own lines (-- Logs begin at … --, -- No entries --) are the journal's, not the kernel's.
+    notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
+    ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
+    # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
+    bare = env.get_column("msg").str.extract_groups(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$")
+    named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
+    env = env.with_columns(
+        boot=(starts - offset).clip(0), boot_id=boot_id,
+        host=pl.when(env.get_column("host").str.contains(r"^(?:\.\.\.|…)$")).then(None).otherwise(env.get_column("host")),
+        ident=pl.when(named).then(bare.struct.field("i").str.replace(r"^.*/", "")).otherwise(ident),
+        ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64)).otherwise(env.get_column("ipid")),
+        msg=pl.when(named).then(bare.struct.field("m")).otherwise(env.get_column("msg")),
+    )  # fmt: skip
+    return _daemon_logs(env)
+
+
+#: The NVIDIA daemons' own log files, read as their journal entries: (identifier, line, stamp kind).
+#: /var/log/fabricmanager.log: ``[Feb 27 2025 15:10:02] [ERROR] [tid 12727] detected NVSwitch …``;
+#: /var/log/nv-hostengine.log (DCGM 2.x/3.x): ``2022-03-03 01:22:10.481 ERROR [11:11] Cannot initialize …``.
+_DAEMON_LOGS = (
+    ("nv-fabricmanager", r"^\[(?P<mon>[^\W\d]{3}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\] "
+                         r"\[(?P<lvl>[A-Z]+)\] \[tid \d+\] (?P<m>.*)$", "ctime"),
+    ("nv-hostengine", r"^(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?) "
+                      r"(?P<lvl>ERROR|WARNING|WARN|INFO|DEBUG|FATAL|CRITICAL) \[\d+:\d+\] (?P<m>.*)$", "iso"),
+)  # fmt: skip
+_DAEMON_LEVELS = {"FATAL": "critical", "CRITICAL": "critical", "ERROR": "error", "WARNING": "warning", "WARN": "warning",
+                  "INFO": "info", "DEBUG": "debug"}  # fmt: skip
+
+
+def _daemon_logs(env: pl.DataFrame) -> pl.DataFrame:
+    """Lines of a daemon's own log file (no identifier of their own) read as that service's entries:
+    their stamp carries the year, their level is the entry's."""
+    for ident, pattern, kind in _DAEMON_LOGS:
+        found = env.get_column("msg").str.extract_groups(pattern)
+        hit = env.get_column("ident").is_null() & found.struct.field("m").is_not_null()
+        if not hit.any():
+            continue
+        f = found.struct.field
+        stamp = (
+            pl.concat_str(f("mon"), pl.lit(" "), f("day"), pl.lit(" "), f("hms"), pl.lit(" "), f("year")) if kind == "ctime"
+            else pl.concat_str(f("year"), pl.lit("-"), f("mon"), pl.lit("-"), f("day"), pl.lit("T"), f("hms"))
+        )  # fmt: skip
+        env = env.with_columns(
+            ident=pl.when(hit).then(pl.lit(ident)).otherwise(env.get_column("ident")),
+            stamp=pl.when(hit).then(stamp).otherwise(env.get_column("stamp")),
+            stamp_kind=pl.when(hit).then(pl.lit(kind)).otherwise(env.get_column("stamp_kind")),
+            stamped=hit | env.get_column("stamped"),
+            level=pl.when(hit).then(f("lvl").replace_strict(_DAEMON_LEVELS, default=None)).otherwise(env.get_column("level")),
+            msg=pl.when(hit).then(f("m")).otherwise(env.get_column("msg")),
+        )  # fmt: skip
+    return env
 
 
 def _decode_message(value: Any) -> str:
@@ -302,7 +531,11 @@ class _Counts:
 
 
 def _iter_json_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
-    """Entries of ``journalctl -o json``, one per line, read as the stream goes."""
+    """Entries of ``journalctl -o json``, one per line, or of ``-o json-pretty`` (an object over many
+    lines, closed by a ``}`` alone on its line), read as the stream goes. A cut-off pretty object keeps
+    the fields it has."""
+    pretty: list[str] = []
+    start = 0
     for n, raw in enumerate(stream):
         counts.lines = n + 1
         try:
@@ -311,16 +544,66 @@ def _iter_json_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, 
             text = raw.decode("utf-8", "backslashreplace")
             counts.bad_utf8 += 1
         text = text.rstrip("\r\n")
+        if pretty:
+            pretty.append(text)
+            if text.strip() in ("}", "},"):
+                yield _json_entry("\n".join(pretty).rstrip().rstrip(","), start, counts)
+                pretty = []
+            continue
         if not text.strip():
             continue
-        try:
-            fields = json.loads(text)
-            if not isinstance(fields, dict):
-                raise ValueError("not an object")
-        except ValueError:
+        if text.strip() == "{":
+            pretty, start = [text], n
+            continue
+        yield _json_entry(text, n, counts)
+    if pretty:  # a paste cut inside its last object
+        counts.broken += 1
+        fields: dict[str, Any] = {}
+        for line in pretty[1:]:
+            if m := re.match(r'^\s*"(\w+)"\s*:\s*(.*?),?\s*$', line):
+                try:
+                    fields[m[1]] = json.loads(m[2])
+                except ValueError:
+                    fields[m[1]] = m[2].strip('"')
+        fields["_LINE"] = start
+        yield fields
+
+
+def _json_entry(text: str, line: int, counts: _Counts) -> dict[str, Any]:
+    try:
+        fields = json.loads(text)
+        if not isinstance(fields, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        counts.broken += 1
+        fields = {"MESSAGE": text, "_BROKEN": True}
+    fields["_LINE"] = line
+    return fields
+
+
+def _iter_verbose_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[str, Any]]:
+    """Entries of ``journalctl -o verbose``: the cursor line, then ``    KEY=value`` lines; a line of
+    neither kind goes on the value before it (a message printed over several lines)."""
+    fields: dict[str, Any] = {}
+    key = None
+    for n, raw in enumerate(stream):
+        counts.lines = n + 1
+        text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+        if (head := _VERBOSE_HEAD.match(text)) is not None:
+            if fields:
+                yield fields
+            fields = {"_LINE": n, "_BOOT_ID": head["b"], "__REALTIME_TIMESTAMP": int(head["t"], 16),
+                      "__MONOTONIC_TIMESTAMP": int(head["m"], 16)}  # fmt: skip
+            key = None
+        elif (field := _VERBOSE_FIELD.match(text)) is not None and fields:
+            key = field["k"]
+            fields[key] = field["v"]
+        elif fields and key is not None:
+            fields[key] = f"{fields[key]}\n{text}"
+        elif text.strip():  # text before the first entry
             counts.broken += 1
-            fields = {"MESSAGE": text, "_BROKEN": True}
-        fields["_LINE"] = n
+            yield {"_LINE": n, "MESSAGE": text, "_BROKEN": True}
+    if fields:
         yield fields
 
 
