@@ -88,6 +88,14 @@ PREFIXES = [
     ("pytorch card-16-final-4509-master-0:22789:28201 [0] graph/rings.cc:38 NCCL WARN Error",
      {"msg": "graph/rings.cc:38 NCCL WARN Error", "host": "card-16-final-4509-master-0", "pid": 22789}),
     (" seyun:17280:17553 [0] INFO NET : Using interface eth0", {"msg": "INFO NET : Using interface eth0", "host": "seyun"}),
+    # a site's NCCL logger (rank/world, stamp, site, host:pid), behind grep -r's file name
+    ("rank_604.s12gn3064.4031852.log:[0604/1024][2025-02-16 22:31:34,422] [misc/socket.cc:586] [s12gn3064:pid=3942408] "
+     "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events",
+     {"msg": "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events", "rank": 604, "host": "s12gn3064",
+      "pid": 3942408, "stamp": "2025-02-16T22:31:34.422", "where": "misc/socket.cc:586", "logger": "nccl"}),
+    ("[trainer0|0]:Last error:", {"msg": "Last error:", "local_rank": 0}),
+    ("dinov2-giant-nodes.cn-d004 [stderr] [rank13]:[E909 09:55:29.340428860 ProcessGroupNCCL.cpp:607] [Rank 13] Watchdog",
+     {"msg": "[Rank 13] Watchdog", "rank": 13, "level": "error"}),
     # an uninitialised cudaDev printed before the device is set is no device
     ("h:1:2 [32523] misc/cudawrap.cc:182 NCCL WARN x", {"host": "h", "cuda_dev": None}),
     # a stamp before plain text is the logger's (not peeled as a collector's)

@@ -40,6 +40,8 @@ BEHIND_A_PREFIX = [
     "nccl-2.27.3-bare-warn-no-prefix-ibv-reg-mr-iova2-invalid-argument-trailing-space-01",
     "nccl-2.3-old-warn-without-nccl-word-socket-creation-failed-01",
     "nccl-2.0-redacted-host-socket-h-call-to-connect-failed-nccl-failure-unhandled-system-01",
+    "nccl-custom-logger-rank-bracket-socketpollconnect-timed-out-retrying-01",
+    "nccl-ofi-test-pdsh-prefix-function-line-warn-no-provider-01",
 ]
 
 
@@ -157,3 +159,12 @@ def test_warn_without_the_word_nccl() -> None:
     row = _line("nccl-2.3-old-warn-without-nccl-word-socket-creation-failed-01", 1)
     assert (row["kind"], row["detail"]["where"], row["detail"]["text"]) == (
         "nccl.warn", "include/socket.h:344", "Socket creation failed : Address family not supported by protocol")
+
+
+def test_site_logger_and_aws_ofi_own_log() -> None:
+    row = _line("nccl-custom-logger-rank-bracket-socketpollconnect-timed-out-retrying-01", 1)
+    assert (row["kind"], row["rank"], row["host"], row["detail"]["where"], row["detail"]["peer"], row["detail"]["peer_port"]) == (
+        "nccl.net_error", 3, "s11gn1268", "misc/socket.cc:602", "172.16.30.229", 39953)
+    ofi = _line("nccl-ofi-test-pdsh-prefix-function-line-warn-no-provider-01", 4)
+    assert (ofi["kind"], ofi["host"], ofi["detail"]["where"], ofi["detail"]["transport"], ofi["detail"]["layer"]) == (
+        "nccl.net_error", "10.3.35.83", "find_ofi_provider:543", "OFI", "fabric")

@@ -143,7 +143,7 @@ def _first(text: str) -> str:
 
 
 #: The text of a WARN line after its file:line (and function): up to 2.3 without the word NCCL.
-_WARN_TEXT = re.compile(r"^(?:[\w./-]+:\d+ (?:\(\w+\) )?)?(?:NCCL )?WARN\b:? ?")
+_WARN_TEXT = re.compile(r"^(?:[\w./-]+:\d+ (?:\(\w+\) )?)?(?:NCCL )?WARN\b:? ?(?:Function: \w+ Line: \d+: )?")
 #: ``NET/IB : mlx5_1:1 async fatal event on QP (0x7309dc3bb338): invalid request …``, ``NET/IB : Got async
 #: event : port error``, ``NET/IB : mlx5_0:1 Got async event : …``, ``… GID table changed``
 _ASYNC = re.compile(
@@ -152,7 +152,8 @@ _ASYNC = re.compile(
     r"|(?P<gid>GID table change)d?)"
 )
 #: A peer as NCCL prints one, ``10.0.0.1<43236>``: after ``peer``, ``to``, ``from``.
-_PEER = re.compile(r"(?:peer|[Cc]onnect to|\bto|\bfrom) ([^\s<]+)<(\d+)>")
+#: (a site's logger prints ``connect to 172.16.30.229:39953``)
+_PEER = re.compile(r"(?:peer|[Cc]onnect to|\bto|\bfrom) ([^\s<]+)<(\d+)>|[Cc]onnect to (\d{1,3}(?:\.\d{1,3}){3}):(\d+)\b")
 
 
 @cache
@@ -187,10 +188,13 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
     status = int(m.group(1)) if m else None
     peer = _PEER.search(line)
     event = _ASYNC.search(line)
+    ofi = re.search(r"Function: (\w+) Line: (\d+)", line)  # aws-ofi-nccl's own log
     fields: dict[str, Any] = {
-        "where": _find(r"^([\w./-]+:\d+) ", line), "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line),
+        "where": _find(r"^([\w./-]+:\d+) ", line) or (f"{ofi.group(1)}:{ofi.group(2)}" if ofi else None),
+        "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line) or (ofi.group(1) if ofi else None),
         "transport": _find(r"NET/(\w+)", line),
-        "peer": peer.group(1) if peer else None, "peer_port": _int(peer.group(2)) if peer else None,
+        "peer": (peer.group(1) or peer.group(3)) if peer else None,
+        "peer_port": _int(peer.group(2) or peer.group(4)) if peer else None,
         "status": status, "status_name": _nccl_codes()["wc_status"].get(status) if status is not None else None,
         "opcode": int(m.group(2)) if m else None, "len": int(m.group(3)) if m else None,
         "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
@@ -206,7 +210,7 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "text": _warn_text(line),
         # the fabric's own error (a work completion, an async event, the IB/OFI plugin: the grammar's first
         # anchor), or a socket the peer closed or reset: often only the echo, on its peer, of a fabric error
-        "layer": "fabric" if parts["tokens"][0].type == "A_NCCL__NET_ERROR" else "socket",
+        "layer": "socket" if parts["tokens"][0].type == "A_NCCL__NET_ERROR_2" else "fabric",
     }  # fmt: skip
     return row("nccl.net_error", "error", {k: v for k, v in fields.items() if v is not None}, code=status)
 
@@ -214,9 +218,10 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
 def _warn(parts: dict[str, Any], text: str) -> dict[str, Any]:
     line = _first(text)
     cuda = _cuda_fields(line)
-    return row("nccl.warn", "warning", where=_find(r"^([\w./-]+:\d+) ", line),
-               function=_find(r"^[\w./-]+:\d+ \((\w+)\)", line), text=_warn_text(line), **cuda,
-               code=cuda.get("cuda_code"))  # fmt: skip
+    # (no where/function key when the line has none: a logger's prefix may name the site)
+    fields = {"where": _find(r"^([\w./-]+:\d+) ", line), "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line),
+              "text": _warn_text(line), **cuda}  # fmt: skip
+    return row("nccl.warn", "warning", {k: v for k, v in fields.items() if v is not None}, code=cuda.get("cuda_code"))
 
 
 def _error_chain(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -1390,7 +1395,8 @@ def parse(data: bytes, *, source: str = "trainlog", **options: Any) -> SourceRes
 _SNIFF = {
     # (a WARN behind what no prefix took: a bare "file.cc:N NCCL WARN", 2.3's "file.h:N WARN", a paste's label)
     "nccl": r"^NCCL (?:INFO|WARN|TRACE|CALL) |^(?:NCCL INFO )?NCCL version \d|^#\s+Rank\s+\d+ |^Job summary\s*$"
-            r"|\bNCCL WARN |^[\w./-]+\.(?:cc|cu|h|c|cpp|hpp):\d+ (?:\(\w+\) )?WARN |(?:Test )?NCCL failure \S+:\d+ '",
+            r"|\bNCCL WARN |^[\w./-]+\.(?:cc|cu|h|c|cpp|hpp):\d+ (?:\(\w+\) )?WARN |(?:Test )?NCCL failure \S+:\d+ '"
+            r"|^(?:WARN|INFO): Function: \w+ Line: \d+: NET/OFI ",
     "torch": r"ProcessGroupNCCL|^Traceback \(most recent call last\)|^\s+File \"|torch\.|CUDA error|^frame #\d+: "
              r"|ChildFailedError|exitcode\s*: -?\d|Root Cause \(first observed failure\)|<NO_OTHER_FAILURES>"
              r"|Assertion .* failed|^terminate called|Watchdog caught|Heartbeat monitor",

@@ -76,7 +76,7 @@ WRAPPER_FORMS = (
     r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>:)(?P<mpi_sp> ?)(?P<mpi_more> ?)",
     r"(?P<num>\[(?P<num_n>\d+)\] )",
     r"(?P<rk>\[rank(?P<rk_n>\d+)\]: ?)",
-    r"(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)\]: ?)",
+    r"(?P<role>\[(?P<role_name>[A-Za-z_]\w*?)(?P<role_n>\d+)(?:\|\d+)?\]: ?)",
     r"(?P<ray>\((?:(?P<ray_actor>[\w.:-]+) )?pid=(?P<ray_pid>\d+)(?:, ip=(?P<ray_ip>[\d.]+))?\) ?)",
     # an ANSI reset that lost its ESC byte; a markdown backtick left before an NCCL prefix
     r"(?P<junk>\[[\d;]{0,8}m ?)",
@@ -90,12 +90,18 @@ WRAPPER_FORMS = (
     r"(?P<lbl> *(?P<lbl_n>\d+): )",
     r"(?P<pdsh>(?P<pdsh_host>\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*): )",
     rf"(?P<word>[A-Za-z][\w.-]* ){_NCCL_NEXT}",
+    # a benchmark runner's "<run>.<node> [stderr] " (milabench); grep -r's "file.log:"
+    r"(?P<stream>\S+ \[(?:stdout|stderr)\] )",
+    r"(?P<grep>[\w.-]+\.(?:log|txt|out|err):(?:\d+:)?)\[",
 )
 WRAPPERS = "^(?:" + "|".join(WRAPPER_FORMS) + ")"
 
 #: Logger prefixes (one per line, after the launcher prefixes; the first form that matches reads it).
 LOGGER_FORMS = (
     rf"(?P<nccl> ?(?:\[(?P<n_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<n_hms>{_HMS})\] )?(?P<n_host>[^\s:\[\]]+):(?P<n_pid>\d+):(?P<n_tid>\d+) \[(?P<n_dev>\d+)\] )",
+    # a site's NCCL logger: "[03/16][2025-02-25 15:46:48,389] [misc/socket.cc:602] [s11gn1268:pid=3987720] "
+    rf"(?P<ncclr>\[(?P<r_rank>\d+)/\d+\]\[(?P<r_ymd>\d{{4}}-\d\d-\d\d) (?P<r_hms>{_HMS})\] \[(?P<r_where>{_WHERE})\] "
+    r"\[(?P<r_host>[^\s:\[\]]+):pid=(?P<r_pid>\d+)\] )",
     # a host printed without pid:tid (a log shipper's template): only before NCCL's own words
     rf"(?P<ncclh>(?:\[(?P<h_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<h_hms>{_HMS})\] )?(?P<h_host>[^\s:\[\]]+) \[(?P<h_dev>\d+)\] )"
     r"(?:NCCL (?:INFO|WARN) |[\w./-]+:\d+ (?:NCCL )?WARN )",
@@ -181,7 +187,8 @@ def peel(df: pl.DataFrame) -> pl.DataFrame:
         labelled = pl.col("lbl_n").is_not_null()
         label = pl.when(labelled & (labelled.shift(1, fill_value=False) | labelled.shift(-1, fill_value=False))).then(pl.col("lbl"))
         mpi = pl.concat_str("mpi", pl.when(pl.col("mpi_more") == "").then(pl.col("mpi_sp")).otherwise(pl.lit("")))
-        matched = pl.coalesce(mpi, "num", "rk", "role", "ray", "junk", "tick", "wts", "ct", "cw", label, pdsh, "word")
+        matched = pl.coalesce(mpi, "num", "rk", "role", "ray", "junk", "tick", "wts", "ct", "cw", label, pdsh, "word", "stream",
+                              "grep")
         num = pl.col("num_n").cast(pl.Int64, strict=False)
         found = found.select(
             matched=matched,
@@ -205,7 +212,7 @@ def peel(df: pl.DataFrame) -> pl.DataFrame:
     return _loggers(state.with_columns(wrapped=pl.col("msg")))
 
 
-_WRAPPER_NAMES = ("mpi", "num", "rk", "role", "ray", "junk", "tick", "wts", "ct", "cw", "lbl", "pdsh", "word")
+_WRAPPER_NAMES = ("mpi", "num", "rk", "role", "ray", "junk", "tick", "wts", "ct", "cw", "lbl", "pdsh", "word", "stream", "grep")
 _MONTHS = {m: f"{i:02d}" for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                                 "Nov", "Dec"), 1)}  # fmt: skip
 
@@ -223,12 +230,12 @@ def _wrapper_stamp() -> pl.Expr:
 def _loggers(state: pl.DataFrame) -> pl.DataFrame:
     g = extract_first(state.get_column("msg"), LOGGER_FORMS)
     c = pl.col
-    matched = pl.coalesce("nccl", "ncclh", "c10", "glog", "vllm", "brk", "loguru", "std", "mm", "plain")
+    matched = pl.coalesce("nccl", "ncclh", "ncclr", "c10", "glog", "vllm", "brk", "loguru", "std", "mm", "plain")
     level = pl.coalesce("c_lvl", "g_lvl", "v_lvl", "b_lvl", "b_lvl2", "l_lvl", "s_lvl", "m_lvl", "p_lvl")
     # mmengine's default datefmt has the year (2025/01/03 13:52:44); some configs leave it out (10/30 22:18:02)
     mm_ymd = pl.concat_str(c("m_y"), pl.lit("-"), c("m_md").str.replace("/", "-", literal=True))
-    ymd = pl.coalesce("n_ymd", "h_ymd", "b_ymd", "l_ymd", "s_ymd", mm_ymd)
-    hms = pl.coalesce("n_hms", "h_hms", "c_hms", "g_hms", "v_hms", "b_hms", "l_hms", "s_hms", "m_hms").str.replace(",", ".", literal=True)
+    ymd = pl.coalesce("n_ymd", "h_ymd", "r_ymd", "b_ymd", "l_ymd", "s_ymd", mm_ymd)
+    hms = pl.coalesce("n_hms", "h_hms", "r_hms", "c_hms", "g_hms", "v_hms", "b_hms", "l_hms", "s_hms", "m_hms").str.replace(",", ".", literal=True)
     glog_md = pl.coalesce("c_md", "g_md").str.zfill(4)  # glog prints the month unpadded: E321 = 03-21
     md = pl.coalesce(
         pl.concat_str(glog_md.str.slice(0, 2), pl.lit("-"), glog_md.str.slice(2, 2)),
@@ -236,7 +243,7 @@ def _loggers(state: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
     stamp = pl.concat_str(ymd, pl.lit("T"), hms, c("s_tz").fill_null(""))
     logger = (
-        pl.when(c("nccl").is_not_null() | c("ncclh").is_not_null()).then(pl.lit("nccl"))
+        pl.when(c("nccl").is_not_null() | c("ncclh").is_not_null() | c("ncclr").is_not_null()).then(pl.lit("nccl"))
         .when(c("c10").is_not_null() | c("glog").is_not_null()).then(pl.lit("glog"))
         .when(c("vllm").is_not_null()).then(pl.lit("vllm"))
         .when(matched.is_not_null()).then(pl.lit("python"))
@@ -246,9 +253,10 @@ def _loggers(state: pl.DataFrame) -> pl.DataFrame:
         level=level.replace_strict(LEVELS, default=None, return_dtype=pl.String),
         stamp=stamp,
         yearless_stamp=pl.when(ymd.is_null() & md.is_not_null()).then(pl.concat_str(md, pl.lit("T"), hms)),
-        where=pl.coalesce("c_where", "g_where", "v_where", "b_where", "l_where", "b_name"),
+        where=pl.coalesce("r_where", "c_where", "g_where", "v_where", "b_where", "l_where", "b_name"),
         logger=logger,
-        n_host=pl.coalesce("n_host", "h_host"), n_pid=c("n_pid").cast(pl.Int64, strict=False),
+        n_host=pl.coalesce("n_host", "h_host", "r_host"), n_pid=pl.coalesce("n_pid", "r_pid").cast(pl.Int64, strict=False),
+        n_rank=c("r_rank").cast(pl.Int32, strict=False),
         tid=c("n_tid").cast(pl.Int64, strict=False),
         # NCCL prints an uninitialised cudaDev (``[32523]``) before the device is set: no GPU has that index
         cuda_dev=pl.coalesce("n_dev", "h_dev").cast(pl.Int32, strict=False).pipe(lambda d: pl.when(d < MAX_CUDA_DEV).then(d)),
@@ -258,6 +266,7 @@ def _loggers(state: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("msg")),
         host=pl.coalesce(pl.col("host"), g["n_host"]),
         pid=pl.coalesce(pl.col("pid"), g["n_pid"]),
+        rank=pl.coalesce(pl.col("rank"), g["n_rank"]),
         # the outermost stamp (a collector's, with its zone) dates the line; the logger's when there is none
         stamp=pl.coalesce(pl.col("w_stamp"), g["stamp"]),
         yearless_stamp=pl.when(pl.col("w_stamp").is_null()).then(g["yearless_stamp"]),
