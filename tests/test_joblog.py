@@ -98,6 +98,8 @@ PREFIXES = [
      {"msg": "[Rank 13] Watchdog", "rank": 13, "level": "error"}),
     # an uninitialised cudaDev printed before the device is set is no device
     ("h:1:2 [32523] misc/cudawrap.cc:182 NCCL WARN x", {"host": "h", "cuda_dev": None}),
+    ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory.",
+     {"msg": "torch.OutOfMemoryError: CUDA out of memory.", "rank": 3, "stamp": "2024-11-20T14:37:16"}),
     # a stamp before plain text is the logger's (not peeled as a collector's)
     ("2024-01-04 11:43:42,166 - INFO - step 5", {"msg": "step 5", "level": "info", "stamp": "2024-01-04T11:43:42.166"}),
 ]

@@ -168,3 +168,13 @@ def test_site_logger_and_aws_ofi_own_log() -> None:
     ofi = _line("nccl-ofi-test-pdsh-prefix-function-line-warn-no-provider-01", 4)
     assert (ofi["kind"], ofi["host"], ofi["detail"]["where"], ofi["detail"]["transport"], ofi["detail"]["layer"]) == (
         "nccl.net_error", "10.3.35.83", "find_ofi_provider:543", "OFI", "fabric")
+
+
+def test_markdown_autolinks_are_their_text() -> None:
+    """GitHub turned ``net_ib.cc:1909`` and ``10.1.3.201`` into links: the site, the peer and the chain
+    after it are read as printed."""
+    name = "nccl-quoted-autolinked-paste-async-event-local-access-violation-status9-vendor138-01"
+    row = _line(name, 7)
+    assert (row["detail"]["where"], row["detail"]["peer"], row["detail"]["peer_port"]) == ("transport/net_ib.cc:1909", "10.1.3.201", 33057)
+    chain = _line(name, 8)
+    assert (chain["kind"], chain["detail"]["stack"]) == ("nccl.error_chain", ["transport/net.cc:1137", "proxy.cc:698"])

@@ -65,8 +65,10 @@ _LVL = r"DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS"
 _HMS = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
 _WHERE = r"[\w./\\-]+:\d+"
 
-#: What may follow a collector's stamp (an mpirun tag, an NCCL stamp or prefix): required, never peeled.
-_AFTER_STAMP = r"(?:\[\d+,\d+\]<|\[\d{4}-\d\d-\d\d[ T]|[^\s:\[\]]+(?::\d+:\d+)? \[\d+\] )"
+#: What may follow a collector's stamp (an mpirun tag, an NCCL stamp or prefix, torchrun's ``[rank3]:`` or
+#: ``[default0]:``, Ray's ``(pid=N)``): required, never peeled.
+_AFTER_STAMP = (r"(?:\[\d+,\d+\]<|\[\d{4}-\d\d-\d\d[ T]|[^\s:\[\]]+(?::\d+:\d+)? \[\d+\] "
+                r"|\[[A-Za-z_]\w*?\d+(?:\|\d+)?\]:|\((?:[\w.:-]+ )?pid=\d+)")
 #: An NCCL ``host:pid:tid [cudaDev] `` prefix (what a job's word or a backtick may stand before).
 _NCCL_NEXT = r"[^\s:\[\]`]+:\d+:\d+ \[\d+\] "
 
@@ -123,6 +125,8 @@ MAX_ROUNDS = 4
 #: Share of non-empty lines that must carry a host-name (not IP) pdsh prefix for it to be believed.
 PDSH_SHARE = 0.3
 
+#: What a forum or GitHub made of a file name or an address it took for a link: ``[net_ib.cc:1909](http://net_ib.cc:1909/)``.
+AUTOLINK = r"\[([^\]\s()]+)\]\(https?://[^)\s]*\)"
 _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]"
 #: What a line's end may have glued onto it, the next output running on without a newline: a tqdm /
 #: Lightning / rich progress bar up to its ``[elapsed<remaining, rate, postfix]``, or the list that ends
@@ -132,12 +136,15 @@ GLUED = (r"^(?P<bar>.*?(?:\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\]|Extension modules: [^(
 
 
 def lines_frame(lines: pl.Series) -> pl.DataFrame:
-    """Physical lines → logical lines: ``i`` (the physical line, from 0) and ``text`` (ANSI removed),
-    one row per carriage-return segment and per text glued after a progress bar."""
+    """Physical lines → logical lines: ``i`` (the physical line, from 0) and ``text`` (ANSI removed, a
+    paste's markdown autolinks back to their text), one row per carriage-return segment and per text
+    glued after a progress bar."""
     df = pl.DataFrame({"text": lines.alias("text")}).with_row_index("i")
     text = pl.col("text")
     df = df.with_columns(
         pl.when(text.str.contains("\x1b", literal=True)).then(text.str.replace_all(_ANSI, "")).otherwise(text).alias("text")
+    ).with_columns(
+        pl.when(text.str.contains("](http", literal=True)).then(text.str.replace_all(AUTOLINK, "$1")).otherwise(text).alias("text")
     )
     # Only the lines concerned are split (then put back in order): most lines have neither.
     redrawn = df.get_column("text").str.contains("\r", literal=True)
