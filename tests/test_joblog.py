@@ -60,6 +60,48 @@ PREFIXES = [
     ('[1,0]<stdout>:  File "/usr/local/bin/torchrun", line 8, in <module>',
      {"msg": '  File "/usr/local/bin/torchrun", line 8, in <module>', "rank": 0}),
     ("[1,2]<stderr>: iter 100: loss 2.3125", {"msg": "iter 100: loss 2.3125", "rank": 2}),
+    # collectors' and launchers' stamps in front of an NCCL prefix: the outer stamp dates the line
+    ("Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341 [0] transport.cc:154 NCCL WARN Cuda failure",
+     {"msg": "transport.cc:154 NCCL WARN Cuda failure", "rank": 0, "host": "tomte401", "pid": 1850301,
+      "stamp": "2023-08-11T12:31:45", "logger": "nccl"}),
+    ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:container-e275-01-000057:815:864 [0] NCCL WARN x",
+     {"msg": "NCCL WARN x", "rank": 12, "host": "container-e275-01-000057", "stamp": "2019-06-02T16:13:44.884Z"}),
+    ("(train_rft pid=2657296) 2024-05-11 14:10:52.227 n176-080-198:2657296:2658232 [0] include/alloc.h:102 NCCL WARN x",
+     {"msg": "include/alloc.h:102 NCCL WARN x", "host": "n176-080-198", "pid": 2657296, "tid": 2658232,
+      "stamp": "2024-05-11T14:10:52.227"}),
+    ("2025-11-24T03:20:21.001125857Z [2025-11-24 11:20:21] gpu-server320 [5] misc/socket.cc:46 NCCL WARN x",
+     {"msg": "misc/socket.cc:46 NCCL WARN x", "host": "gpu-server320", "cuda_dev": 5, "tid": None,
+      "stamp": "2025-11-24T03:20:21.001125857Z", "logger": "nccl"}),
+    ("2025-11-24T03:20:21.001128133Z gpu-server320 [5] NCCL INFO misc/socket.cc:64 -> 6",
+     {"msg": "NCCL INFO misc/socket.cc:64 -> 6", "host": "gpu-server320", "cuda_dev": 5}),
+    ("2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL WARN x",
+     {"msg": "transport/net_ib.cc:139 NCCL WARN x", "host": "h100-28", "stamp": "2025-11-09T15:39:31.043+08:00"}),
+    ("  | 2025-05-16T16:39:51.208-07:00 | NCCL version 2.21.5+cuda12.8",
+     {"msg": "NCCL version 2.21.5+cuda12.8", "stamp": "2025-05-16T16:39:51.208-07:00"}),
+    ("  | 2025-05-16T16:39:51.208-07:00ip-10-36-29-253:79:79 [0] NCCL INFO cudaDriverVersion 12040",
+     {"msg": "NCCL INFO cudaDriverVersion 12040", "host": "ip-10-36-29-253", "stamp": "2025-05-16T16:39:51.208-07:00"}),
+    # paste debris: an ANSI reset without its ESC byte, a markdown backtick, a job's word, a leading space
+    ("[0m ip-172-31-0-137:14605:14673 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+     {"msg": "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", "host": "ip-172-31-0-137"}),
+    ("[0m NCCL version 2.7.8+cuda11.1", {"msg": "NCCL version 2.7.8+cuda11.1"}),
+    ("`hostname-test:984:1208 [3] ib_plugin.c:1615 NCCL WARN x", {"msg": "ib_plugin.c:1615 NCCL WARN x", "host": "hostname-test"}),
+    ("pytorch card-16-final-4509-master-0:22789:28201 [0] graph/rings.cc:38 NCCL WARN Error",
+     {"msg": "graph/rings.cc:38 NCCL WARN Error", "host": "card-16-final-4509-master-0", "pid": 22789}),
+    (" seyun:17280:17553 [0] INFO NET : Using interface eth0", {"msg": "INFO NET : Using interface eth0", "host": "seyun"}),
+    # a site's NCCL logger (rank/world, stamp, site, host:pid), behind grep -r's file name
+    ("rank_604.s12gn3064.4031852.log:[0604/1024][2025-02-16 22:31:34,422] [misc/socket.cc:586] [s12gn3064:pid=3942408] "
+     "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events",
+     {"msg": "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events", "rank": 604, "host": "s12gn3064",
+      "pid": 3942408, "stamp": "2025-02-16T22:31:34.422", "where": "misc/socket.cc:586", "logger": "nccl"}),
+    ("[trainer0|0]:Last error:", {"msg": "Last error:", "local_rank": 0}),
+    ("dinov2-giant-nodes.cn-d004 [stderr] [rank13]:[E909 09:55:29.340428860 ProcessGroupNCCL.cpp:607] [Rank 13] Watchdog",
+     {"msg": "[Rank 13] Watchdog", "rank": 13, "level": "error"}),
+    # an uninitialised cudaDev printed before the device is set is no device
+    ("h:1:2 [32523] misc/cudawrap.cc:182 NCCL WARN x", {"host": "h", "cuda_dev": None}),
+    ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory.",
+     {"msg": "torch.OutOfMemoryError: CUDA out of memory.", "rank": 3, "stamp": "2024-11-20T14:37:16"}),
+    # a stamp before plain text is the logger's (not peeled as a collector's)
+    ("2024-01-04 11:43:42,166 - INFO - step 5", {"msg": "step 5", "level": "info", "stamp": "2024-01-04T11:43:42.166"}),
 ]
 
 
@@ -83,6 +125,20 @@ def test_pdsh_host_prefix_doubled_and_only_when_common() -> None:
     # One "word-7: " line among prose is text, not a host.
     rows = _peel("error-2: something broke", "a", "b", "c", "d", "e", "f")
     assert rows[0]["host"] is None and rows[0]["msg"] == "error-2: something broke"
+
+
+def test_task_labels_are_ranks_never_hosts() -> None:
+    """``srun -l`` and ctest number their lines (``52: ``): a number is never a host name, and a label is
+    believed beside another one (a line's own neighbours, the same whichever chunk it falls in)."""
+    rows = _peel("52: ip-0A0C04E3:76285:76947 [4] graph/rings.cc:38 NCCL WARN Error",
+                 "52: ip-0A0C04E3:76285:76947 [4] NCCL INFO init.cc:763 -> 3 ", "91: unknown file: Failure", "91:")
+    assert [(r["host"], r["rank"], r["msg"]) for r in rows] == [
+        ("ip-0A0C04E3", 52, "graph/rings.cc:38 NCCL WARN Error"), ("ip-0A0C04E3", 52, "NCCL INFO init.cc:763 -> 3 "),
+        (None, 91, "unknown file: Failure"), (None, None, "91:"),
+    ]  # fmt: skip
+    # one numbered line among others, and a clock, are text
+    rows = _peel("a", "12: twelve", "b", "02:29:53: train iter: 0 loss_net: 0.94")
+    assert [(r["rank"], r["msg"]) for r in rows][1:] == [(None, "12: twelve"), (None, "b"), (None, "02:29:53: train iter: 0 loss_net: 0.94")]
 
 
 def test_carriage_returns_and_text_glued_after_a_progress_bar() -> None:
