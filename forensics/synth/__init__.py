@@ -163,7 +163,10 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         # The host's second stream (seeded by what the first drew) draws the forms added since: new
         # forms mostly leave the rest of a seed's corpus as it was.
         side = random.Random(f"{host}/{boot.isoformat()}")
-        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng, side), side=side)
+        # A third, for the forms of the real samples gathered in December 2026: the second's draws stay.
+        late = random.Random(f"{host}/{boot.isoformat()}/late")
+        log = HostLog(host, boot, gpus, rng, skew_s=round(skew, 3), tz=tz, style=Style.draw(rng, side, late),
+                      side=side, late=late)  # fmt: skip
         log.boot_messages("4.4.0-210-generic" if log.style.kernel == "4.4" else
                           rng.choice(["5.15.0-119-generic", "5.15.0-91-generic", "6.8.0-45-generic"]))  # fmt: skip
         log.noise(started, fail, misleading=host != fail_host)
@@ -184,12 +187,15 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
     spike = rng.choice(steps)[0] if steps and rng.random() < 0.3 else None
     comm = rng.getrandbits(40) | 1 << 44
     for log in logs:
-        nccl_init(log, started + timedelta(seconds=20), world, comm)
+        if log.host not in ctx.silent:  # (a host whose container never started printed nothing)
+            nccl_init(log, started + timedelta(seconds=20), world, comm)
     train_steps(logs[-1], rng, started, steps, nan_from, spike)
     end = fail + timedelta(seconds=610)
     for log in logs:
         if log.host in ctx.failed:
-            torchrun_report(log, end + timedelta(seconds=rng.random()), ctx.failed[log.host])
+            at = end + timedelta(seconds=rng.random())
+            if log.host not in ctx.silent:  # (no agent ran there)
+                torchrun_report(log, at, ctx.failed[log.host])
     last_ckpt = started + timedelta(seconds=interval * int((fail - started).total_seconds() // interval))
     first_serial = ctx.g.card.serial
     fleet.after_failure(rng, fail_host, fail_bus, cause)

@@ -30,6 +30,7 @@ class Ctx:
     host_level: bool = False  # the cause is the host, not one GPU (no first GPU in the label)
     nan_from: int | None = None  # the training step from which the loss is NaN
     at_start: bool = False  # the job never trained (failed at initialisation)
+    silent: set[str] = field(default_factory=set)  # hosts whose job never started: no NCCL, no torchrun
 
     def s(self, seconds: float) -> datetime:
         return self.fail + timedelta(seconds=seconds)
@@ -48,10 +49,35 @@ class Ctx:
                 watchdog_timeout(log, g, at, self.seq, 600_000 + self.rng.randrange(20, 900), last)
                 self.die(log, g, -6)
 
+    def others_time_out_but(self, stopped: list[Gpu], code: int, *, lagging: Gpu | None = None) -> None:
+        """As :meth:`others_time_out`, except that the ranks ``stopped`` end with ``code`` (first in their
+        host's report) and print no timeout. Their timeouts are drawn all the same and dropped, so that
+        the first stream's draws stay as they were before these endings were added."""
+        marks = {log.host: len(log.job) for log in self.logs}
+        earlier = {host: len(ends) for host, ends in self.failed.items()}
+        self.others_time_out(lagging=lagging)
+        gone = {g.rank for g in stopped}
+        for log in self.logs:
+            mark = marks[log.host]
+            kept = [n for n in range(mark, len(log.job)) if log.job[n][1] not in gone]
+            moved = {old: mark + new for new, old in enumerate(kept)}
+            log.wrapped = {moved.get(n, n) for n in log.wrapped if n < mark or n in moved}
+            log.job[mark:] = [log.job[n] for n in kept]
+            if log.host not in self.failed:
+                continue
+            cut = earlier.get(log.host, 0)  # the ends the caller had set before: they stay first
+            done, ends = self.failed[log.host][:cut], self.failed[log.host][cut:]
+            ended = [(g, code) for g in stopped if any(g is d for d, _ in ends)]
+            self.failed[log.host] = done + ended + [(g, c) for g, c in ends if g.rank not in gone]
+
 
 def _off_bus(c: Ctx) -> None:
     form = c.rng.choice(["quoted", "plain", "no-xid"])  # the driver generations' wordings
-    if form == "no-xid":  # 570.x: no Xid line, a three-line message whose continuations have no stamp
+    if c.log.late.random() < 0.2:  # drivers before Xid 79 (340.x and older): one line, printed twice
+        form = "oneline"
+    if form == "oneline":
+        c.log.k(c.fail, *[f"NVRM: GPU at {bdf(c.g.pci)} has fallen off the bus."] * 2)
+    elif form == "no-xid":  # 570.x: no Xid line, a three-line message whose continuations have no stamp
         c.log.k(c.fail, f"NVRM: The NVIDIA GPU {bdf(c.g.pci)}\nNVRM: (PCI ID: {DEVICE_ID}) installed in this system has\n"
                         "NVRM: fallen off the bus and is not responding to commands.")  # fmt: skip
     else:
@@ -122,8 +148,10 @@ def nvlink(c: Ctx) -> None:
         link = c.rng.randrange(18)
         c.log.k(c.s(-c.rng.randrange(60, 900)),
                 f"NVRM: Xid (PCI:{c.g.pci}:00): 145, {nvlink5('RLW_SRC_TRACK', False, link, c.rng)}")
+        netir = c.log.late.random() < 0.4  # the network interface's own error, on no one link: "Link -1"
         for n, g in enumerate((c.g, peer)):
-            c.log.k(c.s(n * 0.3), f"NVRM: Xid (PCI:{g.pci}:00): 149, {nvlink5('NETIR_LINK_EVT', True, link, c.rng)}")
+            text = nvlink5("NETIR", True, -1, c.rng) if netir else nvlink5("NETIR_LINK_EVT", True, link, c.rng)
+            c.log.k(c.s(n * 0.3), f"NVRM: Xid (PCI:{g.pci}:00): 149, {text}")
         c.log.k(c.s(1.1), xid_line(c.g.pci, 45, c.g.pid, f"Ch {c.rng.randrange(8, 64):08x}, caused by previous Xid 149"))
     else:
         for n, g in enumerate((c.g, peer)):
@@ -150,7 +178,15 @@ def power(c: Ctx) -> None:
 def network(c: Ctx) -> None:
     local = c.log.gpus.index(c.g)
     nic = NIC_BUSES[local]
-    c.log.k(c.s(-4), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link down")
+    dev = f"mlx5_core 0000:{nic}:00.0"
+    if c.log.late.random() < 0.3:  # the transceiver went first (a cable pulled or a module failing)
+        c.log.k(c.s(-4.2), f"{dev}: Port module event: module {local}, Cable unplugged")
+    c.log.k(c.s(-4), f"{dev} ibp{int(nic, 16)}s0: Link down")
+    if c.log.late.random() < 0.3:  # the send queue stalled: 5.x names the interface first, 6.x the CPU
+        c.log.k(c.s(-1), c.log.late.choice([
+            f"NETDEV WATCHDOG: ibp{int(nic, 16)}s0 (mlx5_core): transmit queue {local} timed out",
+            f"{dev} ibp{int(nic, 16)}s0: NETDEV WATCHDOG: CPU: {c.log.late.randrange(96)}: transmit queue {local} timed out "
+            f"{c.log.late.randrange(5000, 9000)} ms"]))  # fmt: skip
     c.log.k(c.s(25), f"mlx5_core 0000:{nic}:00.0 ibp{int(nic, 16)}s0: Link up")
     ip, port = f"10.0.{c.rng.randrange(1, 250)}.{c.rng.randrange(1, 250)}", c.rng.randrange(32768, 61000)
     pre = f"{c.log.nccl_host}:{c.g.pid}:{c.g.pid + 90} [{local}]"
@@ -287,13 +323,26 @@ def gpu_oom(c: Ctx) -> None:
                 f"capacity of 79.10 GiB of which 1.94 GiB is free. {other}Including non-PyTorch memory, this process "
                 f"has 77.15 GiB memory in use. Of the allocated memory 74.12 GiB is allocated by PyTorch, {pools}and "
                 "1.09 GiB is reserved by PyTorch but unallocated.")  # fmt: skip
-    traceback(c.log, c.g, c.fail, text)
+    old = c.log.late.choice(["", "", "", "cached", "reserved", "thc"])  # PyTorch before 2.0 (third stream)
+    if old == "thc":  # 0.4-1.0: the THC allocator's check line, then its RuntimeError
+        c.log.j(c.fail, "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
+                rank=c.g.rank)  # fmt: skip
+        text = "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58"
+    elif old:  # 1.0-1.3 counted the cache as "cached", 1.4-1.12 as "reserved in total by PyTorch"
+        held = "76.50 GiB cached" if old == "cached" else "76.50 GiB reserved in total by PyTorch"
+        text = (f"RuntimeError: CUDA out of memory. Tried to allocate 4.00 GiB (GPU {local}; 79.10 GiB total capacity; "
+                f"74.12 GiB already allocated; 1.94 GiB free; {held})")  # fmt: skip
+    if old and c.log.late.random() < 0.5:  # the error line alone: the traceback went to another file
+        c.log.j(c.fail, text, rank=c.g.rank)
+    else:
+        traceback(c.log, c.g, c.fail, text)
     c.die(c.log, c.g, 1)
     c.others_time_out()
 
 
 def host_oom(c: Ctx) -> None:
     c.host_level = True
+    kernel_lines = len(c.log.kernel)
     if c.log.style.kernel == "4.4":  # no flag names, raw stack words, [<ffffffff…>] frames; "Kill process"
         words = " ".join(f"ffff88{c.rng.getrandbits(40):010x}" for _ in range(4))
         c.log.k(c.s(-0.2), "python invoked oom-killer: gfp_mask=0x24280ca, order=0, oom_score_adj=0",
@@ -309,6 +358,17 @@ def host_oom(c: Ctx) -> None:
                            "order=0, oom_score_adj=0")  # fmt: skip
         c.log.k(c.fail, f"Out of memory: Killed process {c.g.pid} (python) total-vm:1532471824kB, anon-rss:198123452kB, "
                         "file-rss:81232kB, shmem-rss:12288kB, UID:0 pgtables:412340kB oom_score_adj:0")  # fmt: skip
+    if c.log.late.random() < 0.3:  # the killer took a DataLoader worker, and the kernel's lines were not copied
+        del c.log.kernel[kernel_lines:]
+        worker = c.g.pid + 1 + c.log.late.randrange(400)
+        lib = "/usr/local/lib/python3.10/dist-packages/torch/utils/data"
+        traceback(c.log, c.g, c.fail, f"RuntimeError: DataLoader worker (pid {worker}) is killed by signal: Killed.", [
+            '  File "/workspace/train.py", line 212, in <module>', "    for batch in loader:",
+            f'  File "{lib}/dataloader.py", line 1133, in _try_get_data', "    data = self._data_queue.get(timeout=timeout)",
+            f'  File "{lib}/_utils/signal_handling.py", line 66, in handler', "    _error_if_any_worker_fails()"])  # fmt: skip
+        c.die(c.log, c.g, 1)  # the rank exited: the agents stop the others before any watchdog fires
+        c.others_time_out_but([g for log in c.logs for g in log.gpus if g is not c.g], -15)
+        return
     c.die(c.log, c.g, -9)
     c.others_time_out()
 
@@ -353,9 +413,30 @@ def storage(c: Ctx) -> None:
 
 def driver(c: Ctx) -> None:
     c.at_start = True
-    c.log.k(c.s(-5), f"NVRM: GPU {bdf(c.g.pci)}: RmInitAdapter failed! (0x25:0x65:1457)",
-            f"NVRM: GPU {bdf(c.g.pci)}: rm_init_adapter failed, device minor number {c.g.minor}")  # fmt: skip
-    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    # (third stream) the user-space driver upgraded under a loaded kernel module (NVRM's API mismatch,
+    # NVML's version mismatch), or the fabric manager not running on an NVSwitch system (error 802)
+    form = c.log.late.choice(["rminit", "rminit", "api", "nvml", "802"])
+    if form == "rminit":
+        c.log.k(c.s(-5), f"NVRM: GPU {bdf(c.g.pci)}: RmInitAdapter failed! (0x25:0x65:1457)",
+                f"NVRM: GPU {bdf(c.g.pci)}: rm_init_adapter failed, device minor number {c.g.minor}")  # fmt: skip
+        traceback(c.log, c.g, c.fail, "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    elif form == "api":  # one multi-line message per client; 575+ names the client and its pid
+        c.host_level = True
+        client = f"the client 'python' (pid {c.g.pid})\nNVRM: has" if c.log.late.random() < 0.5 else "the client has"
+        c.log.k(c.s(-0.5), f"NVRM: API mismatch: {client} the version 550.127.05, but this kernel module has\n"
+                           "NVRM: the version 550.90.07.  Please make sure that this\nNVRM: kernel module and all NVIDIA "
+                           "driver components\nNVRM: have the same version.")  # fmt: skip
+        traceback(c.log, c.g, c.fail, "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    elif form == "nvml":  # the job's preflight nvidia-smi
+        c.host_level = True
+        c.log.j(c.fail, "Failed to initialize NVML: Driver/library version mismatch", rank=c.g.rank)
+    else:
+        c.host_level = True
+        error = "RuntimeError: CUDA error: system not yet initialized"
+        if c.log.late.random() < 0.5:
+            c.log.j(c.fail, error, rank=c.g.rank)
+        else:
+            traceback(c.log, c.g, c.fail, error)
     c.die(c.log, c.g, 1)
     c.others_time_out()
 
@@ -365,13 +446,41 @@ def container_runtime(c: Ctx) -> None:
     c.host_level = True
     # the container sees no GPU: often every rank of the host says so at once, lines interleaved
     together = [g for g in c.log.gpus if g is not c.g and c.log.side.random() < 0.5]
-    traceback(c.log, c.g, c.fail, "RuntimeError: CUDA error: no CUDA-capable device is detected", also=together)
+    # (third stream) what else the host shows: nothing, NVML failing inside the container after a
+    # daemon-reload, Docker not finding the NVIDIA runtime at all, or old PyTorch's THCudaCheck line
+    form = c.log.late.choice(["", "", "nvml", "docker", "thc"])
+    if form == "docker":  # the container never started: no rank ran on this host
+        c.log.j(c.fail, 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+                "ERRO[0000] error waiting for container: context canceled")  # fmt: skip
+        c.silent.add(c.log.host)
+        for g in [c.g, *together]:
+            c.die(c.log, g, 1)
+        c.others_time_out_but(c.log.gpus, 1)  # (its ranks' ends are kept for the draws: nothing prints them)
+        return
+    error = "RuntimeError: CUDA error: no CUDA-capable device is detected"
+    if form == "nvml":
+        c.log.j(c.s(-2), "Failed to initialize NVML: Unknown Error")
+    elif form == "thc":
+        c.log.j(c.fail, "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=74 error=38 : no CUDA-capable "
+                        "device is detected", rank=c.g.rank)  # fmt: skip
+        error = "RuntimeError: cuda runtime error (38) : no CUDA-capable device is detected at /pytorch/aten/src/THC/THCGeneral.cpp:74"
+    traceback(c.log, c.g, c.fail, error, also=together)
     for g in [c.g, *together]:
         c.die(c.log, g, 1)
     c.others_time_out()
 
 
 def hang(c: Ctx) -> None:
+    if c.log.late.random() < 0.3:  # TORCH_DISTRIBUTED_DEBUG=DETAIL finds the ranks disagreeing on a collective
+        shapes = {g.rank: 41 if g is c.g else 40 for g in c.log.gpus}
+        also = [g for g in c.log.gpus if g is not c.g and c.log.late.random() < 0.3]
+        traceback(c.log, c.g, c.fail, lambda g: f"RuntimeError: Detected mismatch between collectives on ranks. Rank {g.rank} "
+                  f"is running inconsistent collective: CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[{shapes[g.rank]}, "
+                  "256, 8], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout="
+                  "Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt)))",
+                  also=also, mix=c.log.late)  # fmt: skip
+        c.others_time_out_but([c.g, *also], 1, lagging=c.g)
+        return
     c.others_time_out(lagging=c.g)
 
 

@@ -206,10 +206,10 @@ def _abort(log: HostLog, g: Gpu, at: datetime, what: str, prefix: str, *, old: b
 
 
 def traceback(log: HostLog, g: Gpu, at: datetime, error: str | Callable[[Gpu], str], frames: list[str] | None = None,
-              also: list[Gpu] | None = None) -> None:  # fmt: skip
+              also: list[Gpu] | None = None, mix: random.Random | None = None) -> None:  # fmt: skip
     """A Python traceback printed by one rank (``[rankN]:`` prefixed, as torchrun prints them); the
     ranks ``also`` hit the same error at the same moment, and their lines interleave with its own in
-    no order but each rank's (``g`` starts first)."""
+    no order but each rank's (``g`` starts first), drawn from ``mix`` (the host's second stream)."""
     frames = frames or ['  File "/workspace/megatron/training.py", line 1208, in train_step',
                         "    losses_reduced = forward_backward_func(",
                         '  File "/workspace/megatron/core/pipeline_parallel/schedules.py", line 371, in forward_step',
@@ -229,7 +229,7 @@ def traceback(log: HostLog, g: Gpu, at: datetime, error: str | Callable[[Gpu], s
     streams = [[(x.rank, f"[rank{x.rank}]: {line}") for line in lines_of(x)] for x in [g, *(also or [])]]
     out = [streams[0].pop(0)]
     while any(streams):
-        out.append(log.side.choice([st for st in streams if st]).pop(0))
+        out.append((mix or log.side).choice([st for st in streams if st]).pop(0))
     for rank, line in out:
         log.j(at, line, rank=rank)
 

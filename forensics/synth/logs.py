@@ -9,12 +9,13 @@ and the training loop, and an ``nvidia-smi -q`` snapshot. Message shapes follow 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .fleet import DEVICE_ID, GPU_BUSES, NIC_BUSES, PRODUCT, Card, bdf, port_of
-from .styles import LOCAL_MONTHS, Style, address, launcher_prefix
+from .styles import DMESG_LOCALES, LOCAL_MONTHS, Style, address, launcher_prefix
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -64,7 +65,10 @@ def aer_record(pci: str, severity: str, rng: random.Random, form: str = "mid") -
     """The four to five lines of one AER event: the port's summary, then the endpoint's details, in
     the kernel generation's wording: ``old`` (``id=00e5``, long bit names), ``mid`` (``error
     received: <bdf>``) or ``new`` (``error message received from``, an ``AER:`` tag on every line,
-    ``severity=Correctable``)."""
+    ``severity=Correctable``), or ``tight`` (``new`` with one space after the tag, the bit name unpadded,
+    no ``(First)``)."""
+    tight = form == "tight"
+    form = "new" if tight else form
     dev, port = f"nvidia {bdf(pci)}", f"pcieport {port_of(pci)}"
     rid = f"{int(pci[-2:], 16) << 8:04x}"
     if severity == "corrected":
@@ -90,6 +94,9 @@ def aer_record(pci: str, severity: str, rng: random.Random, form: str = "mid") -
     tag = f"{dev}: AER:" if form == "new" else f"{dev}:"
     where = f"id={rid}({who})" if form == "old" else f"({who})"
     shown = long_name if form == "old" else name
+    if tight:
+        return [head, f"{tag} PCIe Bus Error: severity={sev}, type={layer}, {where}",
+                f"{tag} device [{DEVICE_ID}] error status/mask={status}/{mask}", f"{tag} [{bit:2d}] {shown}"]
     return [head, f"{tag} PCIe Bus Error: severity={sev}, type={layer}, {where}",
             f"{tag}   device [{DEVICE_ID}] error status/mask={status}/{mask}",
             f"{tag}    [{bit:2d}] {shown:<22} (First)"]  # fmt: skip
@@ -139,6 +146,7 @@ class HostLog:
     tz: str = "UTC"  # the zone its wall clock prints in
     style: Style = field(default_factory=Style)  # how it prints
     side: random.Random = field(default_factory=lambda: random.Random(0))  # draws of the forms added later
+    late: random.Random = field(default_factory=lambda: random.Random(1))  # draws of the forms of December 2026
     kernel: list[tuple[float, str]] = field(default_factory=list)
     job: list[tuple[datetime, int | None, str]] = field(default_factory=list)
     services: list[tuple[datetime, str]] = field(default_factory=list)
@@ -278,8 +286,9 @@ class HostLog:
         form, out, last = self.style.dmesg, [], 0.0
         for up, m in self._kernel_sorted():
             at = self.wall(self.boot + timedelta(seconds=up))
-            if form == "ctime":  # dmesg -T: the day space-padded
-                out.append(f"[{DAYS[at.weekday()]} {MONTHS[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {at.year}] {m}\n")
+            if form == "ctime":  # dmesg -T: the day space-padded, names in the shell's locale
+                days, months = DMESG_LOCALES.get(self.style.dmesg_locale, (DAYS, MONTHS))
+                out.append(f"[{days[at.weekday()]} {months[at.month - 1]} {at.day:2d} {at:%H:%M:%S} {at.year}] {m}\n")
             elif form == "reltime":  # the delta to the line before: no absolute time at all
                 out.append(f"[{'+' + format(up - last, '.6f'):>12}] {m}\n")
             elif form in ("iso-x", "iso"):  # --time-format iso: comma before the microseconds
@@ -317,9 +326,13 @@ class HostLog:
 
     def nvrm_grep(self) -> str:
         """What an engineer pasted into the ticket: the NVRM lines of kern.log with the stamps cut off
-        (``cut -d' ' -f5-``: ``kernel: NVRM: …``) or the tag too (bare ``NVRM: …``)."""
+        (``cut -d' ' -f5-``: ``kernel: NVRM: …``) or the tag too (bare ``NVRM: …``); indented as the
+        ticket's markdown kept it, and on some the Xids' PCI ids crossed out (``Xid (PCI:...)``)."""
         bare = self.side.random() < 0.5
-        return "".join(f"{'' if bare else 'kernel: '}{m}\n" for _, m in self._kernel_sorted(split=True) if m.startswith("NVRM: "))
+        lines = [m for _, m in self._kernel_sorted(split=True) if m.startswith("NVRM: ")]
+        if self.style.redacted_pci:
+            lines = [re.sub(r"^NVRM: Xid \(PCI:[0-9a-f:]+\)", "NVRM: Xid (PCI:...)", m) for m in lines]
+        return "".join(f"{self.style.paste_indent}{'' if bare else 'kernel: '}{m}\n" for m in lines)
 
     def journal(self) -> str:
         """``journalctl`` text in this host's mode (:data:`styles.JOURNAL`), with its boot markers:

@@ -41,6 +41,8 @@ SMI_DRIVER = ("550", "550", "575")
 #: Whether a ``nvidia-smi --query-gpu … --format=csv -l`` loop ran beside the job.
 SMI_CSV = (False, False, False, True)
 AER = ("mid", "mid", "new", "old")
+#: (``tight``, drawn from the second stream: ``new`` with one space after the tag of every line, the bit
+#: name unpadded and no ``(First)``, as PROVENANCE's ``nots-leading-space-aer-tag-…`` prints it)
 #: The kernel generation: 4.4 prints the OOM killer's gfp_mask without flag names, raw stack words and
 #: ``[<ffffffff…>]`` call traces.
 KERNEL = ("modern", "modern", "modern", "modern", "4.4")
@@ -63,13 +65,28 @@ OLD_XML = ("xml-v9", "xml-v10")
 NCCL_HOST = ("<cluster_name>", "<hostname>")
 #: Where a device-side assert's kernel source lives: a Linux build tree, or a Windows CI runner's.
 ASSERT_PATH = ("linux", "linux", "linux", "windows")
-#: Month names of ``journalctl`` in other locales (``LANG=ru_RU``, ``zh_CN``, ``fr_FR``, ``nl_NL``).
+#: Month names of ``journalctl`` in other locales (``LANG=ru_RU``, ``zh_CN``, ``fr_FR``, ``nl_NL``, ``pl_PL``).
 LOCAL_MONTHS = {
     "ru": ("янв", "фев", "мар", "апр", "мая", "июн", "июл", "авг", "сен", "окт", "ноя", "дек"),
     "zh": tuple(f"{n}月" for n in range(1, 13)),
     "fr": ("janv.", "févr.", "mars", "avril", "mai", "juin", "juil.", "août", "sept.", "oct.", "nov.", "déc."),
     "nl": ("jan", "feb", "mrt", "apr", "mei", "jun", "jul", "aug", "sep", "okt", "nov", "dec"),
+    "pl": ("sty", "lut", "mar", "kwi", "maj", "cze", "lip", "sie", "wrz", "paź", "lis", "gru"),
 }
+#: The locales the first stream draws from (Polish came later: it is drawn from the second).
+FIRST_LOCALES = ("fr", "nl", "ru", "zh")
+#: ``dmesg -T`` under another ``LC_TIME`` (drawn from the second stream): day and month names as glibc
+#: abbreviates them, Dutch lower-case (``[wo jul 28 05:19:43 2021]``), Portuguese capitalised
+#: (``[Ter Set 19 06:01:41 2017]``), Polish (``[wt lip 15 …]``); weekday first, Monday first.
+DMESG_LOCALES = {
+    "nl": (("ma", "di", "wo", "do", "vr", "za", "zo"), LOCAL_MONTHS["nl"]),
+    "pt": (("Seg", "Ter", "Qua", "Qui", "Sex", "Sáb", "Dom"),
+           ("Jan", "Fev", "Mar", "Abr", "Mai", "Jun", "Jul", "Ago", "Set", "Out", "Nov", "Dez")),
+    "pl": (("pon", "wt", "śr", "czw", "pt", "sob", "nie"), LOCAL_MONTHS["pl"]),
+}
+#: How a pasted copy of the kernel log is indented (a markdown list, an rst literal block): by nothing,
+#: two or four spaces (PROVENANCE: ``dmesg-indented-4sp-…``, ``journal-dmesg-indented-…``).
+PASTE_INDENT = ("", "", "  ", "    ")
 
 
 @dataclass(frozen=True)
@@ -102,15 +119,20 @@ class Style:
     nccl_host: str = ""  # the name NCCL prints instead of the host's (empty: the host's)
     container: str = ""  # the job's container's own host name, which NCCL and torchrun print (empty: none)
     line_numbers: int = 0  # copied from a log viewer that numbers its lines (``[80746] ``) from this one; 0: none
+    dmesg_locale: str = ""  # ``dmesg -T``'s day and month names (:data:`DMESG_LOCALES`; empty: English)
+    paste_indent: str = ""  # what the NVRM lines pasted into the ticket are indented by (:data:`PASTE_INDENT`)
+    redacted_pci: bool = False  # the pasted NVRM lines have their PCI ids crossed out: ``Xid (PCI:...)``
 
     @classmethod
-    def draw(cls, rng: random.Random, side: random.Random | None = None) -> Style:
+    def draw(cls, rng: random.Random, side: random.Random | None = None, late: random.Random | None = None) -> Style:
         """A host's style from ``rng``; the forms added later come from ``side``, a stream of the host's
-        own, so that adding forms mostly leaves the draws of the rest of a seed's corpus as they were."""
-        side = side or random.Random(0)
+        own, so that adding forms mostly leaves the draws of the rest of a seed's corpus as they were;
+        those of the real samples gathered in December 2026 from ``late``, a third, so that the second
+        stream's draws stay as they were too."""
+        side, late = side or random.Random(0), late or random.Random(1)
         style = cls(
             dmesg=rng.choice(DMESG), syslog=rng.choice(SYSLOG), journal=rng.choice(JOURNAL),
-            locale=rng.choice(sorted(LOCAL_MONTHS)), launcher=rng.choice(LAUNCHER), nccl=rng.choice(NCCL),
+            locale=rng.choice(FIRST_LOCALES), launcher=rng.choice(LAUNCHER), nccl=rng.choice(NCCL),
             ib=rng.choice(IB), watchdog=rng.choice(WATCHDOG), agent=rng.choice(AGENT), train=rng.choice(TRAIN),
             smi_column=rng.choice(SMI_COLUMN), aer=rng.choice(AER), smi_form=rng.choice(SMI_FORM),
             smi_csv=rng.choice(SMI_CSV), driver=rng.choice(DRIVER), fp16=rng.choice(FP16),
@@ -129,6 +151,15 @@ class Style:
             extra["train"] = side.choice(OLD_TRAIN)
         if style.smi_form != "text" and side.random() < 0.25:  # a pre-Ampere driver's XML
             extra["smi_form"] = side.choice(OLD_XML)
+        # (the forms of the real samples gathered in December 2026; from the third stream)
+        if late.random() < 0.4:
+            extra["dmesg_locale"] = late.choice(sorted(DMESG_LOCALES))
+        if style.journal == "short-localized" and late.random() < 0.25:
+            extra["locale"] = "pl"
+        extra["paste_indent"] = late.choice(PASTE_INDENT)
+        extra["redacted_pci"] = late.random() < 0.2
+        if style.aer == "new" and late.random() < 0.5:  # one space after each line's AER: tag, no (First)
+            extra["aer"] = "tight"
         return replace(style, **extra)  # type: ignore[arg-type]
 
 
