@@ -78,7 +78,6 @@ KNOWN_MISSES = {
     "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose (the log shows an unspecified launch failure)",
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
-    "net-nccl-2013-rail-only-ibv-modify-qp-timeout-cross-nic": "NCCL 2.27's ibvwrap.c WARN with a collector's stamp and a redacted pid is read as a kernel line",
     "num-megatron-602-fp16-overflow-every-iteration-skipped": "every iteration skipped with the loss scale unchanged: no rule reads a run of overflows",
     "nvlink-dcgm-304-local-nvlink-bad-state-nvls-bind-401": "NCCL's NVLS bind failure is the fabric manager's in pytorch#177472 and NVLink's here: the logs cannot tell",
     "nvlink-nccl-2241-b200-allgather-deadlock-xid145-137": "Nonfatal NVLink5 Xid 145 and Xid 137 are ignored (FACTS C1d); the maintainer suspected the fabric",
