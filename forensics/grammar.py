@@ -23,6 +23,7 @@ from lark.grammar import Rule
 from lark.lark import PostLex
 
 from .errors import ForensicsError
+from .regex import ascii_classes
 
 
 def grammar_dir() -> Path:
@@ -70,7 +71,7 @@ def _for_search(pattern: str) -> str:
     pattern = re.sub(r"^\[\^\\n\][*+]\?", "", pattern)
     while (end := _leading_optional_group(pattern)) is not None:
         pattern = pattern[end:]
-    return pattern.replace("\\/", "/")
+    return ascii_classes(pattern.replace("\\/", "/"))
 
 
 def _leading_optional_group(pattern: str) -> int | None:

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from ..regex import ascii_classes
 from ..schema import EVENTS
 
 #: Queries over more rows than this run on Polars' streaming engine, which bounds their memory; smaller
@@ -57,7 +58,7 @@ def to_schema(rows: pl.DataFrame, schema: pa.Schema) -> pa.Table:
 def mask_regex() -> str:
     """The masks of ``data/masks.toml`` as one alternation (every match becomes ``<*>``)."""
     data = tomllib.loads(resources.files("forensics.data").joinpath("masks.toml").read_text("utf-8"))
-    return "|".join(f"(?:{m['regex']})" for m in data["masks"])
+    return ascii_classes("|".join(f"(?:{m['regex']})" for m in data["masks"]))
 
 
 def template_expr(message: pl.Expr) -> pl.Expr:

@@ -30,6 +30,7 @@ from importlib import resources
 
 import polars as pl
 
+from ..regex import ascii_classes
 from .base import collect
 
 _FACILITY = r"kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7]"
@@ -54,7 +55,7 @@ _AFTER_STAMP = (
     r"(?:(?P<kpfx>kernel(?:\[\d+\])?: )(?:\[ *(?P<kpup>\d+\.\d+)\] ?)?)?"
 )
 
-ENVELOPE = (
+ENVELOPE = ascii_classes(
     r"^(?P<env>"
     r"<(?P<p5>\d{1,3})>1 (?P<ts5>\S+) (?P<h5>\S+) (?P<a5>\S+) (?P<pid5>\S+) \S+ (?:-|(?:\[[^\]]*\])+) ?"
     r"|(?P<kpri>\d{1,3}),(?P<kseq>\d+),(?P<kus>\d+),[^;]*;"
@@ -69,13 +70,13 @@ ENVELOPE = (
 #: :data:`_STAMPED` — the same groups after those prefixes, and the same result — which the regex
 #: engine runs several times faster than the whole alternation. (``dmesg``, ``-T``, kern.log,
 #: journalctl short*: nearly every line of a kernel log.)
-_STAMP_OPENING = r"^(?:\[|" + _STAMP + ")"
-_STAMPED = r"^(?P<env>" + _STAMP + "?" + _AFTER_STAMP + r")"
+_STAMP_OPENING = ascii_classes(r"^(?:\[|" + _STAMP + ")")
+_STAMPED = ascii_classes(r"^(?P<env>" + _STAMP + "?" + _AFTER_STAMP + r")")
 #: The groups of the prefixes :data:`_STAMPED` leaves out (null on the lines it reads).
 _PREFIX_GROUPS = tuple(sorted(re.compile(ENVELOPE).groupindex.keys() - re.compile(_STAMPED).groupindex.keys()))
 
 #: After a syslog-style stamp: ``[host] ident[pid]: [uptime] [caller]``.
-SYSLOG_HEAD = (
+SYSLOG_HEAD = ascii_classes(
     r"^(?P<head> *(?:(?P<host>[^\s:\[\]]+) +)?(?P<ident>[^\s:\[\]]+)(?:\[(?P<ipid>\d+)\])?: "
     r"(?:\[ *(?P<kup>\d+\.\d+)\] ?)?(?:\[ *(?P<kcaller>[TC]\d+)\] ?)?)"
 )

@@ -57,6 +57,7 @@ import pyarrow as pa
 
 from ..families import Families, row
 from ..pci import canonical_bdf
+from ..regex import ascii_classes
 from . import envelope, kernel
 from .base import SourceResult
 
@@ -459,7 +460,7 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
     ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
     # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
-    bare = env.get_column("msg").str.extract_groups(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$")
+    bare = env.get_column("msg").str.extract_groups(ascii_classes(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$"))
     named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
     env = env.with_columns(
         boot=(starts - offset).clip(0), boot_id=boot_id,
@@ -488,7 +489,7 @@ def _daemon_logs(env: pl.DataFrame) -> pl.DataFrame:
     """Lines of a daemon's own log file (no identifier of their own) read as that service's entries:
     their stamp carries the year, their level is the entry's."""
     for ident, pattern, kind in _DAEMON_LOGS:
-        found = env.get_column("msg").str.extract_groups(pattern)
+        found = env.get_column("msg").str.extract_groups(ascii_classes(pattern))
         hit = env.get_column("ident").is_null() & found.struct.field("m").is_not_null()
         if not hit.any():
             continue

@@ -47,6 +47,7 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
+from ..regex import ascii_classes
 from ..text import dedent, split_lines
 from . import envelope
 from .base import SourceResult, collect, events_table, short_host, template_expr
@@ -101,7 +102,7 @@ def _record_rules() -> _RecordRules:
 
 
 def _alt(patterns: list[str]) -> str:
-    return "|".join(f"(?:{p})" for p in patterns)
+    return ascii_classes("|".join(f"(?:{p})" for p in patterns))
 
 
 def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:

@@ -55,6 +55,8 @@ import re
 
 import polars as pl
 
+from ..regex import ascii_classes
+
 #: Levels as loggers spell them → the severities of the events table.
 LEVELS = {
     "E": "error", "W": "warning", "I": "info", "F": "critical", "D": "debug",
@@ -73,7 +75,7 @@ _AFTER_STAMP = (r"(?:\[\d+,\d+\]<|\[\d{4}-\d\d-\d\d[ T]|[^\s:\[\]]+(?::\d+:\d+)?
 _NCCL_NEXT = r"[^\s:\[\]`]+:\d+:\d+ \[\d+\] "
 
 #: Launcher prefixes; one is peeled per round (the first form that matches a line reads it).
-WRAPPER_FORMS = (
+WRAPPER_FORMS = tuple(map(ascii_classes, (
     # OpenMPI prints no space after the tag; a pasted one is taken, unless it starts an indentation.
     r"(?P<mpi>\[(?P<mpi_job>\d+),(?P<mpi_rank>\d+)\]<(?:stdout|stderr|stddiag)>:)(?P<mpi_sp> ?)(?P<mpi_more> ?)",
     r"(?P<num>\[(?P<num_n>\d+)\] )",
@@ -95,11 +97,11 @@ WRAPPER_FORMS = (
     # a benchmark runner's "<run>.<node> [stderr] " (milabench); grep -r's "file.log:"
     r"(?P<stream>\S+ \[(?:stdout|stderr)\] )",
     r"(?P<grep>[\w.-]+\.(?:log|txt|out|err):(?:\d+:)?)\[",
-)
+)))
 WRAPPERS = "^(?:" + "|".join(WRAPPER_FORMS) + ")"
 
 #: Logger prefixes (one per line, after the launcher prefixes; the first form that matches reads it).
-LOGGER_FORMS = (
+LOGGER_FORMS = tuple(map(ascii_classes, (
     rf"(?P<nccl> ?(?:\[(?P<n_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<n_hms>{_HMS})\] )?(?P<n_host>[^\s:\[\]]+):(?P<n_pid>\d+):(?P<n_tid>\d+) \[(?P<n_dev>\d+)\] )",
     # a site's NCCL logger: "[03/16][2025-02-25 15:46:48,389] [misc/socket.cc:602] [s11gn1268:pid=3987720] "
     rf"(?P<ncclr>\[(?P<r_rank>\d+)/\d+\]\[(?P<r_ymd>\d{{4}}-\d\d-\d\d) (?P<r_hms>{_HMS})\] \[(?P<r_where>{_WHERE})\] "
@@ -115,7 +117,7 @@ LOGGER_FORMS = (
     rf"(?P<std>(?P<s_ymd>\d{{4}}-\d\d-\d\d)[ T](?P<s_hms>{_HMS})(?P<s_tz>Z|[+-]\d\d:?\d\d)?(?: (?:- )?(?:[\w.]+ (?:- )?)?(?P<s_lvl>{_LVL})(?: -|:))? ?)",
     rf"(?P<mm>(?:(?P<m_y>\d{{4}})/)?(?P<m_md>\d\d/\d\d) (?P<m_hms>{_HMS}) - [\w.]+ - (?P<m_lvl>{_LVL}) - )",
     r"(?P<plain>(?P<p_lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)",
-)
+)))
 LOGGERS = "^(?:" + "|".join(LOGGER_FORMS) + ")"
 
 #: A cudaDev at or above this is NCCL's uninitialised value, not a device index.
@@ -131,8 +133,8 @@ _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z
 #: What a line's end may have glued onto it, the next output running on without a newline: a tqdm /
 #: Lightning / rich progress bar up to its ``[elapsed<remaining, rate, postfix]``, or the list that ends
 #: a faulthandler dump (``Extension modules: numpy…, torch._C (total: 22)``).
-GLUED = (r"^(?P<bar>.*?(?:\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\]|Extension modules: [^()\n]*\(total: \d+\)))"
-         r"(?P<rest>\S.*)$")  # fmt: skip
+GLUED = ascii_classes(r"^(?P<bar>.*?(?:\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\]|Extension modules: [^()\n]*\(total: \d+\)))"
+                      r"(?P<rest>\S.*)$")  # fmt: skip
 
 
 def lines_frame(lines: pl.Series) -> pl.DataFrame:
