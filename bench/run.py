@@ -1,5 +1,9 @@
 """Benchmarks, run side by side in one run and reported as ratios (``make bench``).
 
+Small files, the fixed cost a sosreport's hundreds of files pay: every real golden input of at most 4 KB
+(``tests/golden``) through ``parse_bytes`` in one process, sources sniffed; median ms per file, by
+source, against a per-line Python ``re`` pass of every family's prefilter over the same bytes.
+
 Kernel source, on a generated realistic 1,000,000-line log (``bench/gen_kernel.py``):
 
 * ``ours``       forensics' kernel parse to an Arrow events table (all cores, and with one Polars thread)
@@ -28,6 +32,10 @@ Ingest, of ``--incidents`` (1,000) small real incidents in five packagings (``be
 * ``unchanged``  a second ingest of the same input into the ``jobs 1`` dataset (nothing to read)
 
 and the dataset's size on disk against the input's decompressed bytes.
+
+``issue_26_targets`` in the results: each target of issue 26 (small file <= 5 ms, job log >= 50 MB/s and
+<= 30x grep, streamed job log <= 400 MB RSS, kernel >= 100 MB/s and <= 10x grep, ingest <= 15 ms per
+incident) with the measured figure, met or not, and the factor by which it is missed.
 
 Diagnosis, of ``--diagnose-incidents`` (10,000) incidents copied from ``--diagnose-seeds`` (40)
 synthetic ones of 12-14 hosts (about 20 M events):
@@ -112,6 +120,38 @@ t = time.perf_counter()
 result = kernel.parse(data, file="slice.log", full=True)
 elapsed = time.perf_counter() - t
 print(json.dumps({"seconds": elapsed, "rows": result.events.num_rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+CHILD_SMALL = """
+import json, re, resource, statistics, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from forensics.grammar import family_grammar
+from forensics.parse import parse_bytes
+imported = time.perf_counter() - t0
+files = sorted(p for p in Path(sys.argv[1]).rglob("*") if p.is_file() and p.suffix not in (".md", ".jsonl")
+               and p.stat().st_size <= int(sys.argv[2]))
+inputs = [(p.parent.name, p.name, p.read_bytes()) for p in files]
+# the baseline: the same bytes split into lines and searched with every family's prefilter in Python re
+union = re.compile("|".join(f"(?:{family_grammar(n).prefilter_regex()})" for n in ("kernel", "journal", "nccl", "traceback", "trainlog")))
+ours, base, by_source = [], [], {}
+first = None
+for source, name, data in inputs:
+    t = time.perf_counter()
+    parse_bytes(data, file=name)
+    ms = (time.perf_counter() - t) * 1000
+    first = ms if first is None else first
+    ours.append(ms)
+    by_source.setdefault(source, []).append(ms)
+    t = time.perf_counter()
+    sum(1 for line in data.decode("utf-8", "replace").splitlines() if union.search(line))
+    base.append((time.perf_counter() - t) * 1000)
+print(json.dumps({"seconds": sum(ours) / 1000, "rows": len(ours), "import_s": imported, "first_ms": first,
+                  "median_ms": statistics.median(ours), "baseline_median_ms": statistics.median(base),
+                  "by_source_median_ms": {k: round(statistics.median(v), 2) for k, v in sorted(by_source.items())},
+                  "median_bytes": statistics.median(len(d) for _, _, d in inputs),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -318,13 +358,53 @@ def main() -> None:
     print(f"journal source: -o json export, {journal['file_mb']:,.0f} MB, streamed to Parquet (one run)")
     print(f"{'seconds':>9}{'MB/s':>9}{'peak MB':>9}{'rows':>12}{'MB/s vs kernel':>16}")
     print(f"{journal['seconds']:>9.1f}{journal['mb_per_s']:>9.1f}{journal['peak_rss_mb']:>9}{journal['rows']:>12,}{journal['vs_kernel_mb_per_s']:>16.2f}")
+    small = small_section(args)
     job = job_section(args, size_mb / ours)
     ingest = ingest_section(args)
     diagnosis = diagnose_section(args)
-    (HERE / "results.json").write_text(json.dumps(
-        {"kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal, "joblog": job,
-         "ingest": ingest, "diagnose": diagnosis}, indent=2) + "\n"
-    )  # fmt: skip
+    out = {"small_files": small, "kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal,
+           "joblog": job, "ingest": ingest, "diagnose": diagnosis}
+    out["issue_26_targets"] = speed_targets(out)
+    print()
+    print("issue 26 targets:")
+    for name, t in out["issue_26_targets"].items():
+        print(f"  {name:<44} {t['measured']:>9} target {t['target']:<8} {'met' if t['met'] else 'MISSED by ' + t['missed_by']}")
+    (HERE / "results.json").write_text(json.dumps(out, indent=2) + "\n")
+
+
+def small_section(args: argparse.Namespace) -> dict:
+    """The fixed cost of one small file: every real golden input of at most 4 KB parsed in one process
+    (sources sniffed), against splitting it into lines and searching every family's prefilter in Python."""
+    r = child(CHILD_SMALL, HERE.parent / "tests" / "golden", "4096")
+    print()
+    print(f"small files: {r['rows']} real golden inputs of at most 4 KB (median {r['median_bytes']:.0f} bytes), "
+          f"parse_bytes in one process after a first file of {r['first_ms']:.0f} ms (import {r['import_s']:.2f} s)")
+    print(f"median {r['median_ms']:.1f} ms per file ({r['median_ms'] / r['baseline_median_ms']:.0f}x a per-line Python "
+          f"re pass of every prefilter, {r['baseline_median_ms']:.2f} ms); by source: "
+          + ", ".join(f"{k} {v}" for k, v in r["by_source_median_ms"].items()))  # fmt: skip
+    return {**r, "over_baseline": round(r["median_ms"] / r["baseline_median_ms"], 1)}
+
+
+def speed_targets(out: dict) -> dict:
+    """Each row of issue 26's table: measured, target, met, and by how much it is missed."""
+    k, j, i = out["kernel"]["summary"], out["joblog"], out["ingest"]
+    kernel_grep = k["ours_over_grep"]
+    rows = {
+        "small file, median ms (<= 5)": (out["small_files"]["median_ms"], 5.0, "le"),
+        "job log in memory, MB/s both cores (>= 50)": (j["summary"]["ours_mb_per_s"], 50.0, "ge"),
+        "job log, x grep -E -c (<= 30)": (j["summary"]["ours_over_grep"], 30.0, "le"),
+        "job log streamed, peak RSS MB (<= 400)": (j["stream"]["peak_rss_mb"], 400.0, "le"),
+        "kernel, MB/s both cores (>= 100)": (k["ours_mb_per_s"], 100.0, "ge"),
+        "kernel, x grep -E -c (<= 10)": (kernel_grep, 10.0, "le"),
+        "ingest, ms per small incident, jobs 1 (<= 15)": (i["ms_per_incident_jobs_1"], 15.0, "le"),
+    }
+    table = {}
+    for name, (measured, target, how) in rows.items():
+        met = measured <= target if how == "le" else measured >= target
+        factor = measured / target if how == "le" else target / max(measured, 1e-9)
+        table[name] = {"measured": round(measured, 1), "target": target, "met": met,
+                       "missed_by": "" if met else f"{factor:.1f}x"}  # fmt: skip
+    return table
 
 
 def job_section(args: argparse.Namespace, kernel_mb_per_s: float) -> dict:
