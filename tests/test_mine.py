@@ -80,7 +80,6 @@ KNOWN_MISSES = {
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
     "num-megatron-602-fp16-overflow-every-iteration-skipped": "every iteration skipped with the loss scale unchanged: no rule reads a run of overflows",
     "nvlink-dcgm-304-local-nvlink-bad-state-nvls-bind-401": "NCCL's NVLS bind failure is the fabric manager's in pytorch#177472 and NVLink's here: the logs cannot tell",
-    "nvlink-nccl-2241-b200-allgather-deadlock-xid145-137": "Nonfatal NVLink5 Xid 145 and Xid 137 are ignored (FACTS C1d); the maintainer suspected the fabric",
 }
 
 
@@ -180,6 +179,32 @@ def test_a_nonfatal_nvlink5_xid_before_the_timeouts_leaves_a_hang() -> None:
     assert _cause(_events({**fatal, "ts": T0}, {**timeout, "ts": T0 + timedelta(minutes=25)}))[0] != "hang"
 
 
+def test_only_nonfatal_nvlink5_xids_point_at_nvlink_with_a_low_score() -> None:
+    """Nothing else in the incident (a B200 AllGather deadlock, nccl#2241): the Nonfatal link errors are
+    the best lead, named with a low confidence rather than ``unknown``."""
+    line = "NVRM: Xid (PCI:0000:9a:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (0x0bfb7410 0x00000000)\n"
+    (xid,) = forensics.parse_bytes(line.encode(), file="h/dmesg", source="kernel").events.to_pylist()
+    cause, rule, confidence = _cause(_events({k: xid[k] for k in ("kind", "severity", "gpu", "code", "message", "detail")}))
+    assert (cause, rule) == ("nvlink", "nvlink5-nonfatal") and confidence <= 0.3
+
+
+def _overflow(line: int, scale: float, host: str = "h") -> dict[str, object]:
+    return {"source": "trainlog", "file": f"{host}/train.log", "host": host, "line": line, "kind": "train.overflow",
+            "severity": "error", "code": line, "message": f"iteration {line} | loss scale: {scale}",
+            "detail": json.dumps({"style": "megatron", "step": line, "scale": scale})}  # fmt: skip
+
+
+def test_overflows_that_keep_one_loss_scale_are_numerical_and_a_falling_scale_is_not() -> None:
+    stuck = _cause(_events(*(_overflow(n, 16384.0) for n in (1, 2, 3, 4))))
+    assert stuck[:2] == ("numerical", "overflow-scale-stuck")
+    # the scaler's normal search: each overflow halves the scale (twice at one scale with hysteresis 2)
+    search = _cause(_events(*(_overflow(n, s) for n, s in enumerate((65536.0, 65536.0, 32768.0, 16384.0, 8192.0), 1))))
+    assert search[1] != "overflow-scale-stuck"
+    # one scale, but on three hosts: no host skips three times
+    spread = _cause(_events(*(_overflow(n, 16384.0, host=f"h{n}") for n in (1, 2, 3))))
+    assert spread[1] != "overflow-scale-stuck"
+
+
 def test_a_crash_kept_by_pstore_is_of_an_earlier_boot_and_leaves_a_hang() -> None:
     """pstore keeps how the boot before ended (an operator's sysrq crash): untimed, but older than the
     job, so the timeouts are not its followers."""
@@ -258,6 +283,9 @@ kind = "disk.*"
         (GOOD.replace("[[rule.step]]", "[[rule.step]]\ncode = [\"big\"]"), "rules.toml:8: rule 'mine' step 1: field 'code'"),
         (GOOD + "[oops\n", "rules.toml:9: not valid TOML"),
         (GOOD + 'message = "(?<=x)y"\n', "rules.toml:9: rule 'mine' step 1: field 'message': not a regular expression"),
+        (GOOD + 'same = "scale"\n', "rules.toml:9: rule 'mine' step 1: field 'same': the first step has no step before it"),
+        (GOOD + '\n[[rule.step]]\nkind = "fs.error"\nsame = 3\n',
+         "rules.toml:12: rule 'mine' step 2: field 'same': expected a detail field name or a list of them"),
     ],
 )  # fmt: skip
 def test_a_bad_rule_file_names_file_line_and_field(text: str, message: str) -> None:

@@ -113,13 +113,15 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
 
     A LazyFrame is filtered by kind in the scan; a DataFrame (a chunk already read) in memory."""
     matches = _matches(library)
-    keys = sorted({key for m in matches for key, _ in m.detail} | set(DETAIL_KEYS))
+    same = _same_fields(library)
+    keys = sorted({key for m in matches for key, _ in m.detail} | set(DETAIL_KEYS) | set(same))
     kinds = sorted(library.kinds() | set(_EXTRA))
     p = events.lazy().filter(pl.col("kind").is_in(kinds)).select(*_COLUMNS, "detail").collect()
     p = accept(p, _cheap_union(matches)).with_columns(follower=pl.lit(False)).with_row_index("_i")
     # The detail fields rules read, each extracted only from the kinds that carry it.
     for key in keys:
-        carriers = sorted({k for m in matches if key in dict(m.detail) for k in m.expanded()} | set(DETAIL_KEYS.get(key, ())))
+        carriers = sorted({k for m in matches if key in dict(m.detail) for k in m.expanded()}
+                          | set(DETAIL_KEYS.get(key, ())) | set(same.get(key, ())))  # fmt: skip
         sub = p.filter(pl.col("kind").is_in(carriers)).select("_i", detail_field(key).alias(f"_d_{key}"))
         p = p.join(sub, on="_i", how="left", maintain_order="left")
     p = p.drop("detail")
@@ -173,10 +175,11 @@ def mark_followers(p: pl.DataFrame, followers: tuple[Follower, ...]) -> pl.DataF
 
 
 def link(left: pl.DataFrame, right: pl.DataFrame, join: str, within: int | None, order: str, fallback: str, *,
-         backward: bool = False) -> pl.DataFrame:  # fmt: skip
+         backward: bool = False, same: list[str] | None = None) -> pl.DataFrame:  # fmt: skip
     """For each ``left`` row (``cid`` and the attributes of its current step), the ``right`` row that
-    follows it (precedes it when ``backward``) on the same key: ``cid``, ``row``, ``how``."""
-    keys = KEYS[join]
+    follows it (precedes it when ``backward``) on the same key (and the same ``same`` columns): ``cid``,
+    ``row``, ``how``."""
+    keys = [*KEYS[join], *(same or [])]
     left = left.drop_nulls(keys)
     right = right.drop_nulls(keys)
     empty = pl.DataFrame(schema={"cid": left.schema["cid"], "row": pl.UInt32, "how": pl.String})
@@ -238,18 +241,30 @@ def incident_ends(p: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _same_fields(library: Library) -> dict[str, set[str]]:
+    """The detail fields steps compare with the step before (``same``), and the kinds of both steps."""
+    out: dict[str, set[str]] = {}
+    for rule in library.rules:
+        for before, step in zip(rule.steps, rule.steps[1:]):
+            for key in step.same:
+                out.setdefault(key, set()).update(before.match.expanded(), step.match.expanded())
+    return out
+
+
 def run_rule(p: pl.DataFrame, rule: Rule, ends: pl.DataFrame) -> pl.DataFrame:
     """The matches of one rule: ``incident``, ``rule``, ``cause``, ``score``, ``rows`` (one per step),
     ``hows`` (how each step was linked), ``failure`` (its row) and ``t_fail``."""
-    frames = [matching(p, s.match, ["row", *_ATTRS]) for s in rule.steps]
+    attrs = [*_ATTRS, *dict.fromkeys(f"_d_{key}" for s in rule.steps for key in s.same)]
+    frames = [matching(p, s.match, ["row", *attrs]) for s in rule.steps]
     chain = frames[0].with_columns(cid=pl.col("row"), rows=pl.concat_list("row"), hows=pl.concat_list(pl.lit("time")))
     for step, frame in zip(rule.steps[1:], frames[1:], strict=True):
         if chain.height == 0:
             break
-        links = link(chain.select("cid", *_ATTRS), frame, step.join, step.within_us, step.order, rule.fallback)
+        same = [f"_d_{key}" for key in step.same]
+        links = link(chain.select("cid", *attrs), frame, step.join, step.within_us, step.order, rule.fallback, same=same)
         nxt = frame.rename({"row": "_next"})
         chain = (
-            chain.drop(*_ATTRS, "row").join(links, on="cid")
+            chain.drop(*attrs, "row").join(links, on="cid")
             .join(nxt, left_on="row", right_on="_next")
             .with_columns(rows=pl.concat_list("rows", "row"), hows=pl.concat_list("hows", "how"))
             .drop("how")

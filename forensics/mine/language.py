@@ -127,6 +127,7 @@ class Step:
     within_us: int | None = None
     order: str = "after"
     role: str = "precursor"
+    same: tuple[str, ...] = ()  # detail fields whose values equal those of the step before's event
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ class Library:
 
 
 _STEP_FIELDS = {"kind", "code", "severity", "min_severity", "detail", "message", "followers", "join", "within",
-                "order", "role"}  # fmt: skip
+                "order", "role", "same"}  # fmt: skip
 _RULE_FIELDS = {"name", "cause", "weight", "doc", "horizon", "fallback", "step", "unless"}
 _FOLLOWER_FIELDS = {"name", "doc", "kind", "code", "severity", "min_severity", "detail", "message", "join",
                     "within", "after"}  # fmt: skip
@@ -270,15 +271,15 @@ class _Checker:
     def step(self, raw: Any, what: str, line_of: Any, *, first: bool, unless: bool = False) -> Step:
         if not isinstance(raw, dict):
             raise self.fail(what, line_of(None), "expected a table")
-        allowed = _STEP_FIELDS - ({"order", "role"} if unless else set())
+        allowed = _STEP_FIELDS - ({"order", "role", "same"} if unless else set())
         for key in raw:
             if key not in allowed:
                 raise self.fail(what, line_of(key), f"unknown field {key!r} (fields: {', '.join(sorted(allowed))})")
         join = raw.get("join", "incident")
         if join not in JOINS:
             raise self.fail(what, line_of("join"), f"field 'join': one of {', '.join(JOINS)}, got {join!r}")
-        if first and not unless and ("join" in raw or "within" in raw):
-            key = "join" if "join" in raw else "within"
+        if first and not unless and ("join" in raw or "within" in raw or "same" in raw):
+            key = next(k for k in ("join", "within", "same") if k in raw)
             raise self.fail(what, line_of(key), f"field '{key}': the first step has no step before it")
         within = self.duration(raw, "within", what, line_of)
         order = raw.get("order", "after")
@@ -287,7 +288,11 @@ class _Checker:
         role = raw.get("role", "precursor")
         if role not in ROLES:
             raise self.fail(what, line_of("role"), f"field 'role': one of {', '.join(ROLES)}")
-        return Step(self.match(raw, what, line_of), join, within, order, role)
+        same = raw.get("same", [])
+        same = [same] if isinstance(same, str) else same
+        if not isinstance(same, list) or not all(isinstance(k, str) and re.fullmatch(r"[a-z_][a-z0-9_]*", k) for k in same):
+            raise self.fail(what, line_of("same"), "field 'same': expected a detail field name or a list of them")
+        return Step(self.match(raw, what, line_of), join, within, order, role, tuple(same))
 
     def duration(self, raw: dict[str, Any], key: str, what: str, line_of: Any) -> int | None:
         if key not in raw:
