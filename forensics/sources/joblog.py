@@ -38,16 +38,13 @@ from ..schema import METRICS
 from ..text import dedent, split_lines
 from . import envelope, kernel, prefix
 from .base import SourceResult, events_table, short_host, template_expr
+from .chunks import CHUNK_BYTES, iter_chunks
 from .metrics import _style_expr, read_metrics
 from .nccl import NCCL
-from .records import WINDOW, group_records
+from .records import group_records
 from .torch import TORCH
 from .trainlog import TRAIN
 
-#: Bytes per chunk of a big job log (cut at a line where no record spans).
-CHUNK_BYTES = 32 * 1024 * 1024
-#: How many times CHUNK_BYTES a chunk may grow while looking for a place no record spans.
-MAX_GROWTH = 8
 #: A step interval this many times the run's median, and at least STALL_MIN_S, is a stall.
 STALL_FACTOR = 10.0
 STALL_MIN_S = 60.0
@@ -100,7 +97,6 @@ def parse_record(text: str, *, block: str = "single", full: bool = False) -> tup
         if found := families.from_anchor(text, candidates):
             return found[0], None, _GRAMMAR_SOURCE[families.name]
     return None, error, None
-
 
 
 # ---------------------------------------------------------------------------------------- assemble
@@ -551,71 +547,6 @@ def _stalls(carry: _Carry, *, file: str, incident: str, host: str | None) -> pa.
         })  # fmt: skip
     return events_table(found)
 
-
-# ---------------------------------------------------------------------------------------- chunks
-
-_MARKER = re.compile(
-    rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
-    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|={6,}|-{6,}|Job summary|Communicators|^Errors|^Warnings"
-    rb"|block: \[|^\s|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Last error|nccl\w+Error"
-    rb"|CUDA runtime version|NCCL version|Watchdog caught|\]\s*$|^$|\r"
-)
-
-
-#: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):
-#: the anchored markers (an indented line, an empty one) are tested after it too.
-_LEAD = re.compile(rb"^(?:\[\d+,\d+\]<\w+>: ?|\[\d+\] |[\w.-]+: (?:[\w.-]+: )?|\[(?:rank|default)\d+\]: ?|\([^)]*pid=\d+[^)]*\) )+")
-
-
-def _marked(line: bytes) -> bool:
-    if _MARKER.search(line):
-        return True
-    lead = _LEAD.match(line)
-    return bool(lead and _MARKER.search(line[lead.end():]))
-
-
-def _cut(buf: bytes) -> int | None:
-    """Where to end a chunk of ``buf``: after a line with ``WINDOW + 1`` lines before it that no block
-    can start, continue or end on (so no record spans the cut). None when there is none."""
-    tail_start = max(0, len(buf) - 4 * 1024 * 1024)
-    tail_start = buf.rfind(b"\n", 0, tail_start) + 1 if tail_start else 0
-    ends = [m.start() for m in re.finditer(rb"\n", buf[tail_start:])]
-    clean = 0
-    starts = [0, *(e + 1 for e in ends)]
-    for k in range(len(ends) - 1, -1, -1):
-        line = buf[tail_start + starts[k]: tail_start + ends[k]]
-        clean = clean + 1 if not _marked(line) else 0
-        if clean >= WINDOW + 2:
-            return tail_start + ends[k + WINDOW + 1] + 1 if k + WINDOW + 1 < len(ends) else len(buf)
-    return None
-
-
-def iter_chunks(read: Any, size: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """Chunks of whole lines from ``read(n)``, each cut where no record spans (see :func:`_cut`); a
-    chunk with no such place grows, up to ``MAX_GROWTH`` times ``size``, and is then cut at a line end."""
-    pending = b""
-    while True:
-        block = read(size)
-        if not block:
-            break
-        buf = pending + block
-        if len(block) < size:  # the end of the input: what is left is one chunk, nothing to cut
-            pending = buf
-            break
-        end = buf.rfind(b"\n") + 1
-        if not end:
-            pending = buf
-            continue
-        cut = _cut(buf[:end])
-        if cut is None:
-            if len(buf) < MAX_GROWTH * size:
-                pending = buf
-                continue
-            cut = end
-        yield buf[:cut]
-        pending = buf[cut:]
-    if pending:
-        yield pending
 
 
 def iter_parse(read: Any, *, file: str, incident: str = "", host: str | None = None, source: str = "trainlog",
