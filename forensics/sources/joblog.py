@@ -2,22 +2,25 @@
 
 The three job-output sources (:mod:`~forensics.sources.nccl`, :mod:`~forensics.sources.torch`,
 :mod:`~forensics.sources.trainlog`) read a file the same way, because a job log holds all three at once
-(and kernel lines pasted in); the ``source`` column of a row names the family that read it. Stages:
+(and kernel lines pasted in); the ``source`` column of a row names the family that read it. This module
+runs the stages:
 
 1. **lines** (:mod:`.prefix`): carriage-return redraws and text glued after a progress bar become lines
    of their own; ANSI codes go; launcher and logger prefixes are peeled, giving host, rank, pid, level
    and time.
-2. **records**: line classes (``data/job_records.toml``) and a small state machine per stream (host,
-   rank, pid, thread) fold tracebacks (chained ones too), C++ aborts and stacks, torchrun report entries,
-   NCCL error chains, RAS report sections and repeated device-side asserts; ranks printing at the same
-   time stay apart. Kernel lines go to the kernel source's pipeline.
+2. **records** (:mod:`.records`): line classes (``data/job_records.toml``) and a small state machine per
+   stream (host, rank, pid, thread) fold tracebacks (chained ones too), C++ aborts and stacks, torchrun
+   report entries, NCCL error chains, RAS report sections and repeated device-side asserts; ranks
+   printing at the same time stay apart. Kernel lines go to the kernel source's pipeline.
 3. **families**: the record's first line is searched for the anchors of ``grammars/nccl.lark``,
-   ``traceback.lark`` and ``trainlog.lark``; Lark parses the flagged records, enrichers make the rows.
-4. **metrics**: step lines of the trainers in ``data/train_metrics.toml`` are read in Polars into the
-   ``metrics`` table; a loss or gradient turning NaN/inf is an event (at its onset, not on every step),
-   and step lines stopping long before the log ends or fails is a ``train.stall``.
+   ``traceback.lark`` and ``trainlog.lark``; Lark parses the flagged records, enrichers make the rows
+   (each source's own, in :mod:`.nccl`, :mod:`.torch` and :mod:`.trainlog`).
+4. **metrics** (:mod:`.metrics`): step lines of the trainers in ``data/train_metrics.toml`` are read in
+   Polars into the ``metrics`` table; a loss or gradient turning NaN/inf is an event (at its onset, not on
+   every step), and step lines stopping long before the log ends or fails is a ``train.stall``.
 
-The file is read in chunks cut where no record can span, so memory follows the chunk, not the file.
+The file is read in chunks cut where no record can span (:mod:`.chunks`), so memory follows the chunk,
+not the file.
 """
 
 from __future__ import annotations
@@ -38,11 +41,11 @@ from ..schema import METRICS
 from ..text import dedent, split_lines
 from . import envelope, kernel, prefix
 from .base import SourceResult, events_table, short_host, template_expr
-from .chunks import CHUNK_BYTES, iter_chunks
+from .chunks import CHUNK_BYTES, MAX_GROWTH, iter_chunks
 from .metrics import _style_expr, read_metrics
 from .nccl import NCCL
-from .records import group_records
-from .torch import TORCH
+from .records import WINDOW, group_records
+from .torch import TORCH, classify_error
 from .trainlog import TRAIN
 
 #: A step interval this many times the run's median, and at least STALL_MIN_S, is a stall.
@@ -634,3 +637,9 @@ def _scores(head: str) -> tuple[tuple[str, float], ...]:
         trainlog=trainer.mean(),
     ).row(0, named=True)
     return tuple((name, min(1.0, 3.0 * float(share or 0.0))) for name, share in shares.items())
+
+
+# (what joblog.py offered before its stages moved to modules of their own: some names come from those)
+__all__ = ["CHUNK_BYTES", "FAMILIES", "MAX_GROWTH", "NCCL", "STALL_FACTOR", "STALL_MIN_S", "TORCH", "TRAIN", "WINDOW",
+           "classify_error", "group_records", "iter_chunks", "iter_parse", "parse", "parse_record", "read_metrics",
+           "sniff_scores"]  # fmt: skip
