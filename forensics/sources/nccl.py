@@ -28,10 +28,14 @@ becomes ``kind=nccl.net_error code=12 host=kp-ddp-worker-0 pid=3468`` with ``det
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from typing import Any
 
-from . import joblog
+from ..families import Families, row
+from ..pci import canonical_bdf
 from .base import SourceResult
+from .fields import _data, _find, _first, _generic, _int
 
 NAME = "nccl"
 FORMS = (
@@ -45,11 +49,195 @@ FORMS = (
 )
 
 
+# ---------------------------------------------------------------------------------------- families
+
+
+@cache
+def _nccl_codes() -> dict[str, dict[int, str]]:
+    data = _data("nccl_codes.toml")
+    return {table: {int(k): v for k, v in data[table].items()} for table in ("result", "wc_status")}
+
+
+#: The text of a WARN line after its file:line (and function): up to 2.3 without the word NCCL.
+_WARN_TEXT = re.compile(r"^(?:[\w./-]+:\d+ (?:\(\w+\) )?)?(?:NCCL )?WARN\b:? ?(?:Function: \w+ Line: \d+: )?")
+#: ``NET/IB : mlx5_1:1 async fatal event on QP (0x7309dc3bb338): invalid request …``, ``NET/IB : Got async
+#: event : port error``, ``NET/IB : mlx5_0:1 Got async event : …``, ``… GID table changed``
+_ASYNC = re.compile(
+    r"NET/\w+\s*:\s*(?:(?P<device>[\w.-]+):(?P<port>\d+) )?(?:(?:Got async (?:error )?event|async fatal event"
+    r"(?: on (?P<object>QP|CQ|SRQ)\b[^(:]*(?:\((?P<handle>0x[0-9a-fA-F]+|\(nil\))\))?)?)\s*:\s*(?P<event>.*?)\s*$"
+    r"|(?P<gid>GID table change)d?)"
+)
+#: A peer as NCCL prints one, ``10.0.0.1<43236>``: after ``peer``, ``to``, ``from``.
+#: (a site's logger prints ``connect to 172.16.30.229:39953``)
+_PEER = re.compile(r"(?:peer|[Cc]onnect to|\bto|\bfrom) ([^\s<]+)<(\d+)>|[Cc]onnect to (\d{1,3}(?:\.\d{1,3}){3}):(\d+)\b")
+
+
+@cache
+def _cuda_codes() -> tuple[dict[int, str], dict[str, int], dict[str, int]]:
+    """CUDA error numbers → names, their texts → numbers, and ncclGetErrorString texts → results."""
+    data = _data("nccl_codes.toml")
+    return {int(k): v for k, v in data["cuda"].items()}, data["cuda_text"], data["result_text"]
+
+
+def _warn_text(line: str) -> str:
+    return _WARN_TEXT.sub("", line, count=1).strip()
+
+
+def _cuda_fields(text: str) -> dict[str, Any]:
+    """The CUDA error inside an NCCL line: ``Cuda failure 'out of memory'``, ``Cuda failure 401 '…'``,
+    ``CUDA error 401``, ``failed to open CUDA IPC handle : 217 peer access is not supported …``."""
+    m = re.search(r"Cuda failure (?:(\d+) )?'([^']*)'|CUDA error (\d+)(?: '([^']*)')?|CUDA IPC handle : (\d+) ([^\n]*)", text)
+    if not m:
+        return {}
+    number = _int(m.group(1) or m.group(3) or m.group(5))
+    error = (m.group(2) or m.group(4) or m.group(6) or "").strip() or None
+    names, texts, _ = _cuda_codes()
+    if number is None and error is not None:
+        number = texts.get(error)
+    fields = {"cuda_code": number, "cuda_name": names.get(number) if number is not None else None, "cuda_error": error}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    line = _first(text)
+    m = re.search(r"with (?:error|status=?)\s*(\d+),? opcode[ =](\d+),? len[ =](\d+),? vendor err (\d+)", line)
+    status = int(m.group(1)) if m else None
+    peer = _PEER.search(line)
+    event = _ASYNC.search(line)
+    ofi = re.search(r"Function: (\w+) Line: (\d+)", line)  # aws-ofi-nccl's own log
+    fields: dict[str, Any] = {
+        "where": _find(r"^([\w./-]+:\d+) ", line) or (f"{ofi.group(1)}:{ofi.group(2)}" if ofi else None),
+        "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line) or (ofi.group(1) if ofi else None),
+        "transport": _find(r"NET/(\w+)", line),
+        "peer": (peer.group(1) or peer.group(3)) if peer else None,
+        "peer_port": _int(peer.group(2) or peer.group(4)) if peer else None,
+        "status": status, "status_name": _nccl_codes()["wc_status"].get(status) if status is not None else None,
+        "opcode": int(m.group(2)) if m else None, "len": int(m.group(3)) if m else None,
+        "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
+        "local_gid": _find(r"localGid (\S+)", line), "remote_gid": _find(r"remoteGids?\s*(\S+)", line),
+        # the HCA: the completion's "hca mlx5_ib0" (2.2x), an async event's "mlx5_1:1"
+        "device": _find(r"\bhca (\S+)", line) or (event.group("device") if event else None),
+        "port": _int(event.group("port")) if event else None,
+        "event": (event.group("event") or ("GID table change" if event.group("gid") else None)) if event else None,
+        "object": event.group("object") if event else None, "handle": event.group("handle") if event else None,
+        "detected_in": _find(r"fatal error \(detected in (\w+)\)", line),
+        "verb": _find(r"Call to (\w+) (?:failed|returned)", line),
+        "errno": _find(r"(?:failed|returned)(?: with error)? ?:? ([A-Z][A-Za-z ]+?)\s*$", line),
+        "text": _warn_text(line),
+        # the fabric's own error (a work completion, an async event, the IB/OFI plugin: the grammar's first
+        # anchor), or a socket the peer closed or reset: often only the echo, on its peer, of a fabric error
+        "layer": "socket" if parts["tokens"][0].type == "A_NCCL__NET_ERROR_2" else "fabric",
+    }  # fmt: skip
+    return row("nccl.net_error", "error", {k: v for k, v in fields.items() if v is not None}, code=status)
+
+
+def _warn(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    line = _first(text)
+    cuda = _cuda_fields(line)
+    # (no where/function key when the line has none: a logger's prefix may name the site)
+    fields = {"where": _find(r"^([\w./-]+:\d+) ", line), "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line),
+              "text": _warn_text(line), **cuda}  # fmt: skip
+    return row("nccl.warn", "warning", {k: v for k, v in fields.items() if v is not None}, code=cuda.get("cuda_code"))
+
+
+def _error_chain(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    if parts["tokens"][0].type == "A_NCCL__ERROR_CHAIN_2":
+        return _failure(text)
+    steps = re.findall(r"NCCL INFO ([\w./-]+:\d+) -> (\d+)(?: \[([^\]]+)\])?", text)
+    # the first "-> N" is where the error began; a later frame may map it to another result
+    code = int(steps[0][1]) if steps else None
+    final = int(steps[-1][1]) if steps else None
+    thread = next((t for _, _, t in reversed(steps) if t), None)
+    return row("nccl.error_chain", "error", code=code, stack=[w for w, _, _ in steps],
+               result=_nccl_codes()["result"].get(code) if code is not None else None, thread=thread,
+               final_code=final if final != code else None)  # fmt: skip
+
+
+def _failure(text: str) -> dict[str, Any]:
+    """An application's check of an NCCL call (nccl-tests' NCCLCHECK, TurboMind): the last frame of the
+    chain, ``code`` the result its text names."""
+    line = _first(text)
+    m = re.search(r"(?:^(?P<host>[\w.-]+): )?(?:Test NCCL failure|NCCL failure|Failed, NCCL error) (?P<where>\S+:\d+) '(?P<error>[^']*)'", line)
+    error = m.group("error") if m else ""
+    code = _cuda_codes()[2].get(re.sub(r"\s*\(run with NCCL_DEBUG.*$", "", error))
+    out = row("nccl.error_chain", "error", code=code, stack=[m.group("where")] if m else [],
+              result=_nccl_codes()["result"].get(code) if code is not None else None, error=error or None,
+              via="application")  # fmt: skip
+    if m and m.group("host"):
+        out["host"] = m.group("host")
+    return out
+
+
+def _conn_closed(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row("nccl.conn_closed", "warning", local_rank=_int(_find(r"localRank (\d+)", text)))
+
+
+def _comm(kind: str, severity: str):  # noqa: ANN202 - an enricher
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        line = _first(text)
+        m = re.match(r"#?\s*Rank\s+(\d+) (?:Group\s+\d+ )?(?:Pid\s+(\d+) )?on\s+(\S+) device\s+(\d+) \[(0x[0-9a-fA-F]+)\] ?(.*)", line)
+        if m:  # nccl-tests' rank table (1.x prints no Group/Pid, and a bus id of 0x00)
+            bus = int(m.group(5), 16)
+            return {**row(kind, severity, pid=_int(m.group(2)), gpu=f"0000:{bus:02x}:00.0" if bus else None,
+                          cuda_dev=int(m.group(4)), product=m.group(6).strip() or None, via="nccl-tests"),
+                    "rank": int(m.group(1)), "host": m.group(3)}  # fmt: skip
+        bus_id = _find(r"busId ([0-9a-fA-F:]+)", line)
+        fields = {
+            "comm": _find(r"comm (0x[0-9a-fA-F]+)", line), "nranks": _int(_find(r"n[Rr]anks (\d+)", line)),
+            "nnodes": _int(_find(r"nNodes (\d+)", line)), "local_rank": _int(_find(r"localRank (\d+)", line)),
+            "local_ranks": _int(_find(r"localRanks (\d+)", line)),
+            "cuda_dev": _int(_find(r"cudaDev (\d+)", line)), "nvml_dev": _int(_find(r"nvmlDev (\d+)", line)),
+            "bus_id": bus_id, "comm_id": _find(r"commId (0x[0-9a-fA-F]+)", line),
+            "phase": _find(r" - (\w+ (?:COMPLETE|START))", line),
+        }  # fmt: skip
+        return {**row(kind, severity, {k: v for k, v in fields.items() if v is not None},
+                      gpu=canonical_bdf(bus_id, nccl=True) if bus_id else None),
+                "rank": _int(_find(r" rank (\d+)", line))}  # fmt: skip
+
+    return enrich
+
+
+def _version(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    return row("nccl.version", "info", version=_find(r"NCCL version (\d+\.\d+(?:\.\d+)?(?:-\d+)?)", text),
+               cuda=_find(r"(?:\+cuda|compiled with CUDA )(\d+(?:\.\d+)*)", text),
+               cuda_runtime=_int(_find(r"CUDA runtime version (\d+)", text)),
+               cuda_driver=_int(_find(r"driver version (\d+)", text)))  # fmt: skip
+
+
+def _ras(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    lines = text.split("\n")
+    ranks = [{"rank": int(r), "gpu": int(g), "pid": int(p), "node": n}
+             for r, g, p, n in re.findall(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on node (\S+)", text)]  # fmt: skip
+    statuses = sorted(set(re.findall(r"\b(MISMATCH|TIMEOUT|ERROR|ABORTED|INCOMPLETE|DEAD|UNREACHABLE)\b", text)))
+    detail: dict[str, Any] = {"section": lines[0].strip(), "statuses": statuses}
+    if ranks:
+        detail["ranks"] = ranks
+    counts = re.findall(r"(\d+) ranks? have launched up to operation (\d+)", text)
+    if counts:
+        detail["op_counts"] = [{"ranks": int(a), "op": int(b)} for a, b in counts]
+    return row("nccl.ras", "warning" if statuses else "info", detail)
+
+
+NCCL = Families("nccl", {
+    "nccl.net_error": _net_error, "nccl.warn": _warn, "nccl.error_chain": _error_chain,
+    "nccl.conn_closed": _conn_closed, "nccl.abort": _comm("nccl.abort", "warning"),
+    "nccl.init": _comm("nccl.init", "info"), "nccl.version": _version, "nccl.ras": _ras,
+}, generic=_generic)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- parse
+# (:mod:`.joblog` reads NCCL's families from this module, so this module imports it when first called)
+
+
 def sniff(head: str) -> float:
     """How sure we are that a file starting with ``head`` is NCCL debug output (0..1)."""
+    from . import joblog
+
     return joblog.sniff_scores(head)["nccl"]
 
 
 def parse(data: bytes, **options: Any) -> SourceResult:
     """Parse job output into ``events`` (and ``metrics``) rows; see :mod:`.joblog`."""
+    from . import joblog
+
     return joblog.parse(data, source=NAME, **options)

@@ -33,10 +33,12 @@ becomes ``kind=train.grad_nonfinite code=240`` and metrics rows ``(240, lr, 0.00
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from . import joblog
+from ..families import Families, row
 from .base import SourceResult
+from .fields import _find, _first, _generic, _int
 
 NAME = "trainlog"
 FORMS = (
@@ -50,11 +52,67 @@ FORMS = (
 )
 
 
+# ---------------------------------------------------------------------------------------- families
+
+
+#: A loss scale as printed: ``65536``, ``32768.0``, apex's ``8.165126103939127e-202``.
+_SCALE = r"(\d[\d.]*(?:[eE][-+]?\d+)?)"
+
+
+def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    step = _int(_find(r"(?:on iteration|iteration) (\d+)", text))
+    fields = {
+        "rank": _int(_find(r"\bRank (\d+)\b", text)),
+        "attempted_scale": _float(_find(rf"Attempted loss scale: {_SCALE}", text)),
+        "new_scale": _float(_find(rf"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.eE+-]+ to"
+                                  rf"|setting loss scale to:) {_SCALE}", text)),
+        "hysteresis": _int(_find(r"Reducing hysteresis to (\d+)", text)),
+        "at_minimum": True if re.search(r"already at minimum|Minimum loss scale reached", text) else None,
+    }  # fmt: skip
+    rank = fields.pop("rank")
+    out = row("train.overflow", "error" if fields["at_minimum"] else "warning",
+              {k: v for k, v in fields.items() if v is not None}, code=step)  # fmt: skip
+    out["rank"] = rank
+    return out
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _nonfinite(kind: str):  # noqa: ANN202 - an enricher
+    def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
+        out = row(kind, "error", text=_first(text), device=_int(_find(r"Device: (\d+)", text)),
+                  node=_find(r"node: (\S+)", text))  # fmt: skip
+        out["detail"] = {k: v for k, v in out["detail"].items() if v is not None}
+        out["rank"] = _int(_find(r"\bRank (\d+)\b", text))
+        return out
+
+    return enrich
+
+
+TRAIN = Families("trainlog", {
+    "train.overflow": _overflow, "train.grad_nonfinite": _nonfinite("train.grad_nonfinite"),
+    "train.loss_nonfinite": _nonfinite("train.loss_nonfinite"),
+}, generic=_generic)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- parse
+# (:mod:`.joblog` reads TRAIN's families from this module, so this module imports it when first called)
+
+
 def sniff(head: str) -> float:
     """How sure we are that a file starting with ``head`` is a training log (0..1)."""
+    from . import joblog
+
     return joblog.sniff_scores(head)["trainlog"]
 
 
 def parse(data: bytes, **options: Any) -> SourceResult:
     """Parse job output into ``events`` (and ``metrics``) rows; see :mod:`.joblog`."""
+    from . import joblog
+
     return joblog.parse(data, source=NAME, **options)
