@@ -78,7 +78,6 @@ KNOWN_MISSES = {
     "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose (the log shows an unspecified launch failure)",
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
-    "num-megatron-602-fp16-overflow-every-iteration-skipped": "every iteration skipped with the loss scale unchanged: no rule reads a run of overflows",
     "nvlink-dcgm-304-local-nvlink-bad-state-nvls-bind-401": "NCCL's NVLS bind failure is the fabric manager's in pytorch#177472 and NVLink's here: the logs cannot tell",
 }
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from ..errors import ParseError
 from ..families import Families, row
+from ..regex import ascii_classes
 from ..schema import METRICS
 from ..text import dedent, split_lines
 from . import envelope, kernel, prefix
@@ -60,13 +61,13 @@ _BLOCK_FAMILIES = {
     "cpp.abort": {"cpp"}, "cpp.stack": {"cpp"}, "nccl.ras": {"ras"},
 }  # fmt: skip
 
-_KERNEL_STAMP = (
+_KERNEL_STAMP = ascii_classes(
     # (dmesg -T in any locale: "[wo jul 28 05:19:43 2021]", as the kernel envelope reads it)
     r"^\[ *\+?\d+\.\d+\](?:\[ *[TC]\d+\])? ?|^\[\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4}\] "
     r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?:\S+ )?kernel: |^kernel: |^kern *:\w+ *: "
 )
 #: ``dmesg --time-format iso``: microseconds after a comma and an offset, which Python logging never prints.
-_DMESG_ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d "
+_DMESG_ISO = ascii_classes(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ")
 
 
 # ---------------------------------------------------------------------------------------- families
@@ -315,6 +316,7 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
     )
     bad_loss, bad_grad = pl.col("bad_loss"), pl.col("bad_grad")
     skipped = pl.col("value").filter(pl.col("name") == "skipped_iterations").first()
+    scale = pl.col("value").filter(pl.col("name") == "loss_scale").first()
     per_line = metrics.group_by("rec").agg(
         loss_bad=bad_loss.any(),
         grad_bad=bad_grad.any(),
@@ -324,6 +326,7 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
         grad_value=pl.col("value").filter(bad_grad).first(),
         has_loss=is_loss.any(),
         skipped=skipped,
+        scale=scale,
     )  # fmt: skip
     # Megatron prints no "lm loss" for an interval whose loss was NaN (the mean is not > 0) and for one whose
     # iterations the fp16 scaler all skipped: a missing loss with no skipped iteration is a NaN loss
@@ -377,6 +380,8 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
             style="style", step="step",
             metric=pl.when(onset).then(name).when(overflow).then(pl.lit("skipped_iterations")),
             value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64).cast(pl.String)),
+            # the loss scale the interval ended at: overflows that keep one scale never let a step through
+            scale=pl.when(overflow & ~onset).then(pl.col("scale")),
             last_finite_step=pl.when(onset).then(pl.col("last_good").replace(no_step, None)),
             also=pl.when(onset & both).then(
                 pl.when(loss_first).then(pl.lit("train.grad_nonfinite")).otherwise(pl.lit("train.loss_nonfinite"))
@@ -420,7 +425,7 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
         details.append(json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False, default=str))
     fam_text = pl.Series([None] * df.height, dtype=pl.String).scatter(fam_rows, pl.Series(details, dtype=pl.String))
     # step lines (many): the style's fields and the envelope's, encoded in Polars
-    step_fields = [pl.col("s_detail").struct.field(name) for name in ("style", "step", "metric", "value", "last_finite_step", "also")]
+    step_fields = [pl.col("s_detail").struct.field(name) for name in ("style", "step", "metric", "value", "scale", "last_finite_step", "also")]
     step_detail = _json_without_nulls(pl.struct(*step_fields, *envelope_detail, stamp.alias("stamp")))
     by_logger = (
         pl.when(pl.col("logger") == "nccl").then(pl.lit("nccl"))
@@ -463,7 +468,7 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
 
 def _json_without_nulls(fields: pl.Expr) -> pl.Expr:
     """A struct as a JSON object without its null fields (as ``json.dumps`` of the non-null items)."""
-    return fields.struct.json_encode().str.replace_all(r',?"\w+":null', "").str.replace(r"^\{,", "{")
+    return fields.struct.json_encode().str.replace_all(r',?"[0-9A-Za-z_]+":null', "").str.replace(r"^\{,", "{")
 
 
 def _fill_ranks(out: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
@@ -605,6 +610,7 @@ _SNIFF = {
              r"|ChildFailedError|exitcode\s*: -?\d|Root Cause \(first observed failure\)|<NO_OTHER_FAILURES>"
              r"|Assertion .* failed|^terminate called|Watchdog caught|Heartbeat monitor",
 }
+_SNIFF = {source: ascii_classes(pattern) for source, pattern in _SNIFF.items()}
 
 
 @cache

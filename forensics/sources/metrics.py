@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from ..regex import ascii_classes
 from .fields import _data
 
 #: A number as trainers print it: also with thousands separators (torchtitan's ``tps: 10,050``), and NaN as
@@ -36,9 +37,12 @@ class _Style:
 @cache
 def _metric_rules() -> tuple[tuple[_Style, ...], list[str], dict[str, str], dict[str, float]]:
     data = _data("train_metrics.toml")
+    def rx(pattern: str | None) -> str | None:
+        return None if pattern is None else ascii_classes(pattern)
+
     styles = tuple(
-        _Style(s["name"], s["anchor"], s.get("step"), s["pairs"].replace("{NUM}", _NUM), s.get("epoch"),
-               s.get("per_epoch"), s.get("first_epoch", 1), s.get("unless"))
+        _Style(s["name"], ascii_classes(s["anchor"]), rx(s.get("step")), ascii_classes(s["pairs"].replace("{NUM}", _NUM)),
+               rx(s.get("epoch")), rx(s.get("per_epoch")), s.get("first_epoch", 1), rx(s.get("unless")))
         for s in data["style"]
     )  # fmt: skip
     alias = {_normal_key(k): v for k, v in data["alias"].items()}

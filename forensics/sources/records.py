@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from ..regex import ascii_classes
 from . import envelope
 from .fields import _data
 
@@ -22,7 +23,7 @@ WINDOW = 8
 
 @cache
 def _classes() -> tuple[tuple[str, str], ...]:
-    return tuple((c["name"], c["pattern"]) for c in _data("job_records.toml")["class"])
+    return tuple((c["name"], ascii_classes(c["pattern"])) for c in _data("job_records.toml")["class"])
 
 
 def _line_classes(msg: pl.Expr) -> pl.Expr:

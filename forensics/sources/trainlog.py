@@ -69,6 +69,9 @@ def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "hysteresis": _int(_find(r"Reducing hysteresis to (\d+)", text)),
         "at_minimum": True if re.search(r"already at minimum|Minimum loss scale reached", text) else None,
     }  # fmt: skip
+    # the scale the step was tried at (else, apex, the one it falls to): a run of overflows at one scale
+    # repeats it, a scaler searching halves it
+    fields["scale"] = fields["attempted_scale"] if fields["attempted_scale"] is not None else fields["new_scale"]
     rank = fields.pop("rank")
     out = row("train.overflow", "error" if fields["at_minimum"] else "warning",
               {k: v for k, v in fields.items() if v is not None}, code=step)  # fmt: skip
