@@ -28,6 +28,7 @@ with examples)::
     within = "10m"                   # after the step before, at most this much later
     order = "after"                  # "after", or "any" (anywhere in the incident: state snapshots)
     role = "failure"                 # the last step is the failure unless a step says so
+    # same = "scale"                 # detail fields equal to those of the step before's event
 
     [[rule.unless]]                  # the rule does not fire if such an event exists
     kind = "pcie.*"

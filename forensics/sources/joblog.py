@@ -303,6 +303,18 @@ def _step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFra
     """``rec``, ``kind``, ``code`` and ``detail`` (a struct) of every step line: ``train.step``, or the onset
     of a non-finite loss (``train.loss_nonfinite``) or gradient (``train.grad_nonfinite``) in its stream
     (host, rank, trainer style), the stream's state carried over from the chunk before."""
+    if not steps.height:  # no step line: the empty result of these input types, made once
+        return _no_step_kinds(*(tuple(f.schema.items()) for f in (steps, numbered, metrics)))
+    return _read_step_kinds(steps, numbered, metrics, carry)
+
+
+@lru_cache(maxsize=8)
+def _no_step_kinds(*schemas: tuple[tuple[str, pl.DataType], ...]) -> pl.DataFrame:
+    steps, numbered, metrics = (pl.DataFrame(schema=dict(s)) for s in schemas)
+    return _read_step_kinds(steps, numbered, metrics, _Carry())
+
+
+def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.DataFrame, carry: _Carry) -> pl.DataFrame:
     nonfinite = pl.col("value").is_nan() | pl.col("value").is_infinite()
     nan_count = (pl.col("name") == "nan_iterations") & (pl.col("value") > 0)
     is_loss = pl.col("name").str.contains(_LOSS) & (pl.col("name") != "loss_scale")

@@ -92,6 +92,8 @@ def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     styles, units, alias, scale = _metric_rules()
     frames = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64, "name": pl.String, "value": pl.Float64})]
     numbered = [pl.DataFrame(schema={"rec": pl.Int64, "step": pl.Int64})]
+    if not steps.height:  # (most chunks of a job's output that is not a trainer's: no step line)
+        return numbered[0], frames[0]
     parts: list[tuple[_Style, pl.DataFrame]] = []
     for style in styles:
         part = steps.filter(pl.col("style") == style.name)
