@@ -35,7 +35,8 @@ and the dataset's size on disk against the input's decompressed bytes.
 
 ``issue_26_targets`` in the results: each target of issue 26 (small file <= 5 ms, job log >= 50 MB/s and
 <= 30x grep, streamed job log <= 400 MB RSS, kernel >= 100 MB/s and <= 10x grep, ingest <= 15 ms per
-incident) with the measured figure, met or not, and the factor by which it is missed.
+incident) with the measured figure, met or not, and the factor by which it is missed; ``where_time_goes``:
+each of those workloads once more under cProfile, the share of its time each stage takes.
 
 Diagnosis, of ``--diagnose-incidents`` (10,000) incidents copied from ``--diagnose-seeds`` (40)
 synthetic ones of 12-14 hosts (about 20 M events):
@@ -153,6 +154,38 @@ print(json.dumps({"seconds": sum(ours) / 1000, "rows": len(ours), "import_s": im
                   "by_source_median_ms": {k: round(statistics.median(v), 2) for k, v in sorted(by_source.items())},
                   "median_bytes": statistics.median(len(d) for _, _, d in inputs),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHILD_PROFILE = """
+import cProfile, json, pstats, resource, sys, time
+from pathlib import Path
+from forensics.parse import parse_bytes
+from forensics.sources import joblog, kernel
+path, mode = sys.argv[1], sys.argv[2]
+stages = json.loads(sys.argv[3])
+if mode == "small":
+    files = [p for p in sorted(Path(path).rglob("*")) if p.is_file() and p.suffix not in (".md", ".jsonl") and p.stat().st_size <= 4096]
+    inputs = [(p.name, p.read_bytes()) for p in files]
+    parse_bytes(inputs[0][1], file=inputs[0][0])
+    run = lambda: [parse_bytes(d, file=n) for n, d in inputs]
+else:
+    data = open(path, "rb").read()[: int(sys.argv[4])]
+    parse = joblog.parse if mode == "job" else kernel.parse
+    parse(data[:100_000], file="warm.log")
+    run = lambda: parse(data, file="bench.log")
+profile = cProfile.Profile()
+t = time.perf_counter()
+profile.enable()
+run()
+profile.disable()
+total = time.perf_counter() - t
+found = {}
+for (file, _, name), row in pstats.Stats(profile).stats.items():
+    for label, (suffix, func) in stages.items():
+        if file.endswith(suffix) and name == func:
+            found[label] = found.get(label, 0.0) + row[3]
+print(json.dumps({"seconds": total, "rows": 0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "share": {k: round(v / total, 3) for k, v in sorted(found.items(), key=lambda kv: -kv[1])}}))
 """
 
 
@@ -366,6 +399,8 @@ def main() -> None:
            "joblog": job, "ingest": ingest, "diagnose": diagnosis}
     out["issue_26_targets"] = speed_targets(out)
     print()
+    out["where_time_goes"] = where_time_goes(log, OUT / f"job-{args.job_mb}.log")
+    print()
     print("issue 26 targets:")
     for name, t in out["issue_26_targets"].items():
         print(f"  {name:<44} {t['measured']:>9} target {t['target']:<8} {'met' if t['met'] else 'MISSED by ' + t['missed_by']}")
@@ -383,6 +418,49 @@ def small_section(args: argparse.Namespace) -> dict:
           f"re pass of every prefilter, {r['baseline_median_ms']:.2f} ms); by source: "
           + ", ".join(f"{k} {v}" for k, v in r["by_source_median_ms"].items()))  # fmt: skip
     return {**r, "over_baseline": round(r["median_ms"] / r["baseline_median_ms"], 1)}
+
+
+#: The stages whose share of the time :func:`where_time_goes` reports (cumulative, under cProfile, so
+#: the Python-side stages are somewhat inflated): label -> (module file suffix, function).
+STAGES = {
+    "small": {
+        "sniff (every source scores the head)": ("forensics/sources/__init__.py", "sniff"),
+        "kernel parse": ("forensics/sources/kernel.py", "parse_text"),
+        "journal parse": ("forensics/sources/journal.py", "parse"),
+        "job output parse": ("forensics/sources/joblog.py", "parse"),
+        "  job: prefix peeling": ("forensics/sources/prefix.py", "peel"),
+        "  job: record folding": ("forensics/sources/records.py", "group_records"),
+        "  job: events and metrics": ("forensics/sources/joblog.py", "_job_events"),
+        "nvidia-smi parse": ("forensics/sources/nvsmi.py", "parse"),
+    },
+    "job": {
+        "lines (split, dedent, redraws)": ("forensics/sources/prefix.py", "lines_frame"),
+        "prefix peeling": ("forensics/sources/prefix.py", "peel"),
+        "record folding": ("forensics/sources/records.py", "group_records"),
+        "events and metrics": ("forensics/sources/joblog.py", "_job_events"),
+        "  step lines to metrics": ("forensics/sources/metrics.py", "read_metrics"),
+        "  rows (family, step and other rows)": ("forensics/sources/joblog.py", "_rows"),
+        "  Lark on flagged records": ("forensics/sources/joblog.py", "_parse_flagged"),
+        "  step kinds (NaN onsets, overflows)": ("forensics/sources/joblog.py", "_step_kinds"),
+    },
+    "kernel": {
+        "envelope regex": ("forensics/sources/envelope.py", "split"),
+        "record grouping": ("forensics/sources/kernel.py", "group_records"),
+        "records to events (prefilter, Lark, enrichers, table)": ("forensics/sources/kernel.py", "parse_records"),
+        "  of which the events table (templates, details)": ("forensics/sources/kernel.py", "_assemble"),
+    },
+}
+
+
+def where_time_goes(kernel_log: Path, job_log: Path) -> dict:
+    """Each target's workload once under cProfile: the share of its time each stage takes."""
+    golden = HERE.parent / "tests" / "golden"
+    out = {}
+    for mode, path, limit in (("small", golden, 0), ("job", job_log, 16_000_000), ("kernel", kernel_log, 30_000_000)):
+        r = child(CHILD_PROFILE, path, mode, json.dumps(STAGES[mode]), str(limit))
+        out[mode] = {"seconds_profiled": round(r["seconds"], 2), "share": r["share"]}
+        print(f"where the time goes, {mode}: " + ", ".join(f"{k.strip()} {v:.0%}" for k, v in r["share"].items()))
+    return out
 
 
 def speed_targets(out: dict) -> dict:
