@@ -16,7 +16,7 @@ from forensics.sources import joblog, kernel, prefix
 from forensics.synth.logs import hard_wrap
 from forensics.text import split_lines
 
-from .conftest import first_samples, golden_cases
+from .conftest import GOLDEN, first_samples, golden_cases
 
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 JOB_CASES = [case for source in JOB_SOURCES for case in golden_cases(source)]
@@ -366,3 +366,17 @@ def test_device_assert_of_a_windows_build_and_the_fp16_scaler_giving_up() -> Non
     assert [r["kind"] for r in rows] == ["cuda.device_assert", "train.grad_nonfinite"]
     detail = json.loads(rows[0]["detail"])
     assert detail["where"].endswith(r"\NLLLoss2d.cu:103") and detail["block"] == "4,0,0" and "kernel" not in detail
+
+
+def test_peeled_remembers_small_inputs_and_gives_what_peel_gives() -> None:
+    """A small file is peeled when sniffed and again when parsed: the second time comes from memory, and
+    it is the frame peeling anew gives, on every real golden input."""
+    from forensics.text import dedent
+
+    for path in sorted(GOLDEN.rglob("*.log")):
+        lines = dedent(split_lines(path.read_bytes())[0])
+        assert prefix.peeled(lines).equals(prefix.peel(prefix.lines_frame(lines))), path.name
+    lines = pl.Series(["[rank0]: [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607] timeout"])
+    before = prefix._peeled_small.cache_info().hits
+    first, again = prefix.peeled(lines), prefix.peeled(lines)
+    assert again is first and prefix._peeled_small.cache_info().hits == before + 1

@@ -159,7 +159,7 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
     carry.lines += lines.len()
     if not lines.len():
         return events_table([]), METRICS.empty_table()
-    df = prefix.peel(prefix.lines_frame(lines)).with_columns(pl.col("i").cast(pl.Int64) + offset_lines)
+    df = prefix.peeled(lines).with_columns(pl.col("i").cast(pl.Int64) + offset_lines)
     carry.rows += df.height
     if year is None and carry.year is None:
         carry.year = df.select(pl.col("stamp").str.slice(0, 4).cast(pl.Int32, strict=False).min()).item()
@@ -646,7 +646,7 @@ def _scores(head: str) -> tuple[tuple[str, float], ...]:
     lines = head.splitlines()[:400]
     if not lines:
         return (("nccl", 0.0), ("torch", 0.0), ("trainlog", 0.0))
-    df = prefix.peel(prefix.lines_frame(pl.Series(lines, dtype=pl.String)))
+    df = prefix.peeled(pl.Series(lines, dtype=pl.String))
     msg = pl.col("msg")
     trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg).is_not_null()
     shares = df.select(

@@ -52,6 +52,7 @@ captures itself in its named group and only matches the follower, and only the g
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import polars as pl
 
@@ -167,6 +168,25 @@ def lines_frame(lines: pl.Series) -> pl.DataFrame:
         ).explode("text")
         df = pl.concat([df.filter(~glued), split]).sort("i", maintain_order=True)
     return df
+
+
+#: Up to this many lines, :func:`peeled` remembers its last results: a small file's sniff and its parse
+#: peel the same lines, and each costs some ten Polars operations per round.
+REMEMBER_LINES = 400
+
+
+def peeled(lines: pl.Series) -> pl.DataFrame:
+    """``peel(lines_frame(lines))``; the same lines twice in a row (a small file sniffed, then parsed) are
+    peeled once."""
+    if lines.len() > REMEMBER_LINES:
+        return peel(lines_frame(lines))
+    return _peeled_small("\n".join(lines.to_list()), lines.len())
+
+
+@lru_cache(maxsize=4)
+def _peeled_small(text: str, n: int) -> pl.DataFrame:
+    lines = pl.Series("line", text.split("\n") if n else [], dtype=pl.String)
+    return peel(lines_frame(lines))
 
 
 def peel(df: pl.DataFrame) -> pl.DataFrame:
