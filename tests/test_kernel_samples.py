@@ -187,3 +187,20 @@ def test_same_text_from_journal_and_dmesg_gives_same_kinds() -> None:
         return [{k: v for k, v in json.loads(d).items() if k not in envelope_keys} for d in df["detail"]]
 
     assert fields(journal) == fields(dmesg)  # type: ignore[arg-type]
+
+
+def test_split_remembers_small_inputs_and_gives_what_splitting_anew_gives() -> None:
+    """A small file's envelope is split when sniffed (its head) and again when parsed: the second time
+    comes from memory, and it is the frame splitting anew gives, on every real golden input."""
+    from forensics.sources import envelope
+    from forensics.text import dedent, split_lines
+
+    for path in sorted(GOLDEN.rglob("*.log")):
+        lines = dedent(split_lines(path.read_bytes())[0], least=1)
+        if lines.len() <= envelope.REMEMBER_LINES:
+            for mono in (None, True, False):
+                assert envelope.split(lines, journal_mono=mono).equals(envelope._split(lines, journal_mono=mono)), path.name
+    lines = pl.Series(["[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."])
+    before = envelope._split_small.cache_info().hits
+    assert envelope.split(lines) is envelope.split(lines)
+    assert envelope._split_small.cache_info().hits == before + 1

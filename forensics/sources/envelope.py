@@ -182,6 +182,11 @@ def _envelope_frame(raw: pl.Series) -> pl.DataFrame:
     return groups.select(**_envelope_columns()).pipe(collect, raw.len())
 
 
+#: Up to this many lines, :func:`split` remembers its last results: a small file's sniff (its head) and
+#: its parse split the same lines.
+REMEMBER_LINES = 200
+
+
 def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame:
     """Split every line into envelope columns and ``msg``.
 
@@ -191,6 +196,17 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
     ``kernel_prefix``, ``msg``. ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a
     host (journalctl short-monotonic) rather than being plain dmesg; ``None`` decides from the lines.
     """
+    if lines.len() <= REMEMBER_LINES:
+        return _split_small("\n".join(lines.to_list()), lines.len(), journal_mono)
+    return _split(lines, journal_mono=journal_mono)
+
+
+@lru_cache(maxsize=4)
+def _split_small(text: str, n: int, journal_mono: bool | None) -> pl.DataFrame:
+    return _split(pl.Series("line", text.split("\n") if n else [], dtype=pl.String), journal_mono=journal_mono)
+
+
+def _split(lines: pl.Series, *, journal_mono: bool | None) -> pl.DataFrame:
     # Slices of lines bound the memory the dozens of mostly-null regex groups take.
     df = pl.concat(
         [_envelope_frame(lines.slice(start, SLICE_LINES)) for start in range(0, max(len(lines), 1), SLICE_LINES)],
