@@ -380,3 +380,5 @@ def test_peeled_remembers_small_inputs_and_gives_what_peel_gives() -> None:
     before = prefix._peeled_small.cache_info().hits
     first, again = prefix.peeled(lines), prefix.peeled(lines)
     assert again is first and prefix._peeled_small.cache_info().hits == before + 1
+    held = pl.Series(["NCCL WARN a\nb", "c"])  # a line holding a newline is peeled as it is, never joined
+    assert prefix.peeled(held).equals(prefix.peel(prefix.lines_frame(held)))

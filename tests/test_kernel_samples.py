@@ -204,3 +204,5 @@ def test_split_remembers_small_inputs_and_gives_what_splitting_anew_gives() -> N
     before = envelope._split_small.cache_info().hits
     assert envelope.split(lines) is envelope.split(lines)
     assert envelope._split_small.cache_info().hits == before + 1
+    held = pl.Series(["kernel: a\nb", "c"])  # a line holding a newline is split as it is, never joined
+    assert envelope.split(held).equals(envelope._split(held, journal_mono=None))

@@ -197,7 +197,9 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
     host (journalctl short-monotonic) rather than being plain dmesg; ``None`` decides from the lines.
     """
     if lines.len() <= REMEMBER_LINES:
-        return _split_small("\n".join(lines.to_list()), lines.len(), journal_mono)
+        text = "\n".join(lines.to_list())
+        if text.count("\n") == max(lines.len() - 1, 0):  # (no line holds a newline: the text says the lines)
+            return _split_small(text, lines.len(), journal_mono)
     return _split(lines, journal_mono=journal_mono)
 
 

@@ -178,9 +178,11 @@ REMEMBER_LINES = 400
 def peeled(lines: pl.Series) -> pl.DataFrame:
     """``peel(lines_frame(lines))``; the same lines twice in a row (a small file sniffed, then parsed) are
     peeled once."""
-    if lines.len() > REMEMBER_LINES:
-        return peel(lines_frame(lines))
-    return _peeled_small("\n".join(lines.to_list()), lines.len())
+    if lines.len() <= REMEMBER_LINES:
+        text = "\n".join(lines.to_list())
+        if text.count("\n") == max(lines.len() - 1, 0):  # (no line holds a newline: the text says the lines)
+            return _peeled_small(text, lines.len())
+    return peel(lines_frame(lines))
 
 
 @lru_cache(maxsize=4)
