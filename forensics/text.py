@@ -43,6 +43,26 @@ def split_lines(data: bytes) -> tuple[pl.Series, int]:
     return lines.alias("line"), bad
 
 
+def small_key(lines: pl.Series, most: int) -> tuple[str, int] | None:
+    """Up to ``most`` lines as one hashable value (a memo's key: a small file's sniff and its parse read the
+    same lines), or None: more lines, or a line that holds a newline (the joined text would not say them).
+
+    >>> small_key(pl.Series(["a", ""]), 10), small_key(pl.Series(["a\\nb"]), 10), small_key(pl.Series(["a"]), 0)
+    (('a\\n', 2), None, None)
+    """
+    n = lines.len()
+    if n > most:
+        return None
+    text = "\n".join(lines.to_list())
+    return (text, n) if text.count("\n") == max(n - 1, 0) else None
+
+
+def key_lines(key: tuple[str, int]) -> pl.Series:
+    """The lines a :func:`small_key` stands for."""
+    text, n = key
+    return pl.Series("line", text.split("\n") if n else [], dtype=pl.String)
+
+
 def dedent(lines: pl.Series, least: int = 2) -> pl.Series:
     """A paste indented as a whole (a markdown code block, a quote in an e-mail) loses the indentation
     every non-blank line shares, when it is ``least`` columns or more: the log's own indentation (NVRM

@@ -31,6 +31,7 @@ from importlib import resources
 import polars as pl
 
 from ..regex import ascii_classes
+from ..text import key_lines, small_key
 from .base import collect
 
 _FACILITY = r"kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7]"
@@ -196,16 +197,13 @@ def split(lines: pl.Series, *, journal_mono: bool | None = None) -> pl.DataFrame
     ``kernel_prefix``, ``msg``. ``journal_mono`` decides whether ``[ 1.2] word ident: …`` lines carry a
     host (journalctl short-monotonic) rather than being plain dmesg; ``None`` decides from the lines.
     """
-    if lines.len() <= REMEMBER_LINES:
-        text = "\n".join(lines.to_list())
-        if text.count("\n") == max(lines.len() - 1, 0):  # (no line holds a newline: the text says the lines)
-            return _split_small(text, lines.len(), journal_mono)
-    return _split(lines, journal_mono=journal_mono)
+    key = small_key(lines, REMEMBER_LINES)
+    return _split_small(key, journal_mono) if key else _split(lines, journal_mono=journal_mono)
 
 
 @lru_cache(maxsize=4)
-def _split_small(text: str, n: int, journal_mono: bool | None) -> pl.DataFrame:
-    return _split(pl.Series("line", text.split("\n") if n else [], dtype=pl.String), journal_mono=journal_mono)
+def _split_small(key: tuple[str, int], journal_mono: bool | None) -> pl.DataFrame:
+    return _split(key_lines(key), journal_mono=journal_mono)
 
 
 def _split(lines: pl.Series, *, journal_mono: bool | None) -> pl.DataFrame:

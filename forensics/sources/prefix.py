@@ -57,6 +57,7 @@ from functools import lru_cache
 import polars as pl
 
 from ..regex import ascii_classes
+from ..text import key_lines, small_key
 
 #: Levels as loggers spell them → the severities of the events table.
 LEVELS = {
@@ -178,17 +179,13 @@ REMEMBER_LINES = 400
 def peeled(lines: pl.Series) -> pl.DataFrame:
     """``peel(lines_frame(lines))``; the same lines twice in a row (a small file sniffed, then parsed) are
     peeled once."""
-    if lines.len() <= REMEMBER_LINES:
-        text = "\n".join(lines.to_list())
-        if text.count("\n") == max(lines.len() - 1, 0):  # (no line holds a newline: the text says the lines)
-            return _peeled_small(text, lines.len())
-    return peel(lines_frame(lines))
+    key = small_key(lines, REMEMBER_LINES)
+    return _peeled_small(key) if key else peel(lines_frame(lines))
 
 
 @lru_cache(maxsize=4)
-def _peeled_small(text: str, n: int) -> pl.DataFrame:
-    lines = pl.Series("line", text.split("\n") if n else [], dtype=pl.String)
-    return peel(lines_frame(lines))
+def _peeled_small(key: tuple[str, int]) -> pl.DataFrame:
+    return peel(lines_frame(key_lines(key)))
 
 
 def peel(df: pl.DataFrame) -> pl.DataFrame:
