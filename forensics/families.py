@@ -18,7 +18,6 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
-import polars as pl
 from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError
 
@@ -77,12 +76,6 @@ class Families:
         """The families whose anchors appear on the first line of ``text``, in grammar order."""
         first = text.split("\n", 1)[0]
         return [k for k, rx in self._anchors if rx.search(first)]
-
-    def candidates_expr(self, first_line: pl.Expr) -> pl.Expr:
-        """:meth:`candidates` for a whole column at once."""
-        hits = [pl.when(first_line.str.contains(self.grammar.anchor_regex(k))).then(pl.lit(k))
-                for k in self.grammar.families]  # fmt: skip
-        return pl.concat_list(hits).list.drop_nulls()
 
     def parse_record(self, text: str, *, full: bool = False, candidates: list[str] | None = None,
                      from_anchor: bool = True) -> tuple[Fields | None, str | None]:  # fmt: skip

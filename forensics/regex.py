@@ -1,13 +1,15 @@
 """Patterns for Polars' regex engine (Rust ``regex``), cheap to compile.
 
-Polars compiles a pattern on each call and keeps a small per-thread cache (a few dozen patterns); a
-file's parse uses far more than that, so the large ones (prefix forms, envelopes, family anchors) are
-compiled again for every file. What makes them slow to compile is Unicode: ``\\d`` and ``\\w`` stand
-for thousands of code points, and a 2,000-character alternation of them costs ~7 ms per compile against
-~1 ms with ASCII classes. Log structure (stamps, hosts, pids, loggers, identifiers) is ASCII, so the
-patterns say so: :func:`ascii_classes` rewrites ``\\d``/``\\w`` (and ``\\D``/``\\W`` outside brackets) as
-explicit ASCII classes, inside and outside bracket expressions. ``\\s`` and ``\\b`` stay as they are (cheap,
-and a non-breaking space pasted from a web page is still white space).
+Polars compiles a pattern on each call and keeps a small per-thread cache (32 patterns, least recently
+used out). A file's parse used more than that, so every pattern was compiled again for every file. Two
+things keep that cost down. A small file's chains of patterns are searched in Python
+(:func:`first_match`), which brings its patterns near the cache's size. And the patterns are cheap to
+compile: what makes them slow is Unicode: ``\\d`` and ``\\w`` stand for thousands of code points, and a
+2,000-character alternation of them costs ~7 ms per compile against ~1 ms with ASCII classes. Log
+structure (stamps, hosts, pids, loggers, identifiers) is ASCII, so the patterns say so:
+:func:`ascii_classes` rewrites ``\\d``/``\\w`` (and ``\\D``/``\\W`` outside brackets) as explicit ASCII
+classes, inside and outside bracket expressions. ``\\s`` and ``\\b`` stay as they are (cheap, and a non-
+breaking space pasted from a web page is still white space).
 
 >>> ascii_classes(r"^\\[(?P<pid>\\d+)\\] [\\w./-]+:\\d+ \\\\d")
 '^\\\\[(?P<pid>[0-9]+)\\\\] [0-9A-Za-z_./-]+:[0-9]+ \\\\\\\\d'
@@ -17,7 +19,12 @@ and a non-breaking space pasted from a web page is still white space).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
+
+import polars as pl
 
 _DIGIT, _WORD = "0-9", "0-9A-Za-z_"
 _OUTSIDE = {"d": f"[{_DIGIT}]", "w": f"[{_WORD}]", "D": f"[^{_DIGIT}]", "W": f"[^{_WORD}]"}
@@ -51,3 +58,38 @@ def ascii_classes(pattern: str) -> str:
             depth -= 1
         i += 1
     return "".join(out)
+
+
+#: Up to how many rows :func:`first_match` searches in Python.
+PYTHON_ROWS = 256
+
+
+def first_match(text: pl.Expr, named: Sequence[tuple[str, str]], *, rows: int) -> pl.Expr:
+    """The name of the first of ``named`` (name, pattern) whose pattern ``text`` contains, else null: the
+    chain ``when(text.str.contains(p0)).then(n0).when(…)…``, for a frame of ``rows`` rows.
+
+    Polars' per-thread cache holds 32 compiled patterns; a chain of twenty, beside a file's other
+    patterns, was compiled again for every file, which cost a small file more than the search. Up to
+    PYTHON_ROWS rows, the chain runs in Python on patterns compiled once per process (the same patterns:
+    Rust's syntax as the project writes it is Python's); above, as the chain of Polars searches."""
+    if not named:
+        return pl.lit(None, pl.String)
+    if rows > PYTHON_ROWS:
+        expr: Any = pl
+        for name, pattern in named:
+            expr = expr.when(text.str.contains(pattern)).then(pl.lit(name))
+        return expr.otherwise(pl.lit(None, pl.String))
+    compiled = _compiled(tuple(named))
+
+    def search(values: pl.Series) -> pl.Series:
+        return pl.Series(
+            [None if v is None else next((n for n, rx in compiled if rx.search(v)), None) for v in values.to_list()],
+            dtype=pl.String,
+        )
+
+    return text.map_batches(search, return_dtype=pl.String, is_elementwise=True)
+
+
+@lru_cache(maxsize=64)
+def _compiled(named: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((name, re.compile(pattern)) for name, pattern in named)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -12,6 +13,7 @@ import forensics
 from forensics import catalog, schema
 from forensics.grammar import family_grammar, grammar_dir, kind_of, parser, rule_aliases
 from forensics.pci import canonical_bdf
+from forensics.regex import PYTHON_ROWS, first_match
 from forensics.sources import envelope
 
 DESIGN = Path(__file__).parents[1] / "docs" / "DESIGN.md"
@@ -130,3 +132,40 @@ def test_aer_names() -> None:
 def test_month_names_agree_across_locales() -> None:
     months = envelope.month_numbers()
     assert months["фев"] == 2 and months["11月"] == 11 and months["mrt"] == 3 and months["dec"] == 12
+
+
+def _golden_lines() -> list[str]:
+    lines: list[str] = []
+    for path in sorted((Path(__file__).parent / "golden").glob("*/*.log")):
+        lines += path.read_bytes().decode("utf-8", "replace").splitlines()
+    return lines
+
+
+
+def test_first_match_in_python_is_the_polars_chain_on_real_lines() -> None:
+    """A small frame's chain of patterns, searched in Python, names line for line what the chain of Polars
+    searches names (the path of large frames): the job-record classes, trainer styles and kernel record
+    tags, on every golden line, and a chain whose first pattern matches later on the line than the
+    second's (the chain's order decides, not the position)."""
+    from forensics.sources.kernel import _record_rules
+    from forensics.sources.metrics import _metric_rules
+    from forensics.sources.records import _classes
+
+    lines = pl.DataFrame({"msg": [*_golden_lines(), None, "", "Traceback (most recent call last):\nx"]})
+    rules = _record_rules()
+    chains = {
+        "classes": list(_classes()),
+        "styles": [(s.name, s.anchor) for s in _metric_rules()[0]],
+        "heads": list(rules.heads.items()),
+        "context": list(rules.context.items()),
+        "overlapping": [("late", "Error"), ("early", "^[a-z]"), ("never", "^$x")],
+    }
+    large = PYTHON_ROWS + 1
+    for label, named in chains.items():
+        python = pl.concat(
+            lines.slice(start, PYTHON_ROWS).select(first_match(pl.col("msg"), named, rows=PYTHON_ROWS)).to_series()
+            for start in range(0, lines.height, PYTHON_ROWS)
+        )
+        chain = lines.select(first_match(pl.col("msg"), named, rows=large)).to_series()
+        assert chain.is_not_null().sum() > 0, label
+        assert python.fill_null("-").to_list() == chain.fill_null("-").to_list(), label

@@ -232,7 +232,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
         # (a hard-wrapped line's anchor may lie on its second row)
         flag=pl.lit(True) if full else _first_line_flag(heads) | (pl.col("block") == "wrap"),
-        style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"))),
+        style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"), heads.height)),
     ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
     carry.records += heads.height
     found = _parse_flagged(heads.filter("flag"), carry, file=file, on_error=on_error, full=full)
@@ -648,7 +648,7 @@ def _scores(head: str) -> tuple[tuple[str, float], ...]:
         return (("nccl", 0.0), ("torch", 0.0), ("trainlog", 0.0))
     df = prefix.peeled(pl.Series(lines, dtype=pl.String))
     msg = pl.col("msg")
-    trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg).is_not_null()
+    trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg, df.height).is_not_null()
     shares = df.select(
         nccl=(msg.str.contains(_SNIFF["nccl"]) | (pl.col("logger") == "nccl")).mean(),
         torch=msg.str.contains(_torch_sniff()).mean(),

@@ -47,7 +47,7 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
-from ..regex import ascii_classes
+from ..regex import ascii_classes, first_match
 from ..text import dedent, split_lines
 from . import envelope
 from .base import SourceResult, collect, events_table, short_host, template_expr
@@ -139,7 +139,9 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     # Head and context tags are rare: find them on the few lines that can have one.
     rows = df.get_column("tagged").arg_true()
     tags = df.select(pl.col("msg").gather(rows)).select(
-        htag=_tag_expr(rules.heads), ctag=_tag_expr(rules.context), last=pl.col("msg").str.contains(rules.last)
+        htag=_tag_expr(rules.heads, rows.len()),
+        ctag=_tag_expr(rules.context, rows.len()),
+        last=pl.col("msg").str.contains(rules.last),
     )
     df = df.with_columns(
         envelope.scatter(tags.get_column(name), rows, df.height).alias(name) for name in ("htag", "ctag", "last")
@@ -176,11 +178,8 @@ def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
     )
 
 
-def _tag_expr(tags: dict[str, str]) -> pl.Expr:
-    expr: Any = pl
-    for tag, regex in tags.items():
-        expr = expr.when(pl.col("msg").str.contains(regex)).then(pl.lit(tag))
-    return expr.otherwise(pl.lit(None, pl.String)) if tags else pl.lit(None, pl.String)
+def _tag_expr(tags: dict[str, str], rows: int) -> pl.Expr:
+    return first_match(pl.col("msg"), list(tags.items()), rows=rows)
 
 
 # ---------------------------------------------------------------------------------------- grammar
@@ -745,25 +744,22 @@ def parse_records(
     else:  # uptime-only logs (plain dmesg): no wall-clock time to read
         ts, ts_from = pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
     heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).pipe(collect, heads.height)
-    first_line = pl.col("text").str.split("\n", inclusive=False).list.first()
     flagged = heads.filter(pl.col("flag")).with_columns(
         text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
         .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
-    ).with_columns(
-        candidates=pl.when(pl.col("is_kernel")).then(KERNEL.candidates_expr(first_line))
-        .otherwise(services.candidates_expr(first_line) if services else pl.lit([], pl.List(pl.String)))
-    ).select("rec", "i", "is_kernel", "text", "ts_from", "caller", "delta_s", "ts", "stamp", "candidates", *detail_columns)  # fmt: skip
+    ).select("rec", "i", "is_kernel", "text", "ts_from", "caller", "delta_s", "ts", "stamp", *detail_columns)  # fmt: skip
     found: list[dict[str, Any]] = []
     errors = 0
     first_error: str | None = None
     memo: dict[tuple[bool, str], tuple[dict[str, Any] | None, str | None]] = {}
     for values in flagged.iter_rows():
-        rec, i, is_kernel, text, ts_from, caller, delta_s, ts_value, stamp, candidates, *extra = values
+        rec, i, is_kernel, text, ts_from, caller, delta_s, ts_value, stamp, *extra = values
         families = KERNEL if is_kernel else services
         assert families is not None
-        # Logs repeat records word for word (driver spam); parse each distinct text once.
+        # Logs repeat records word for word (driver spam): parse each distinct text once (the families
+        # whose anchors its first line has are found in Python, beside the grammar's parse of it).
         if (is_kernel, text) not in memo:
-            memo[(is_kernel, text)] = families.parse_record(text, full=full, candidates=candidates)
+            memo[(is_kernel, text)] = families.parse_record(text, full=full)
         fields, error = memo[(is_kernel, text)]
         if fields is not None:
             fields = {**fields, "detail": dict(fields["detail"])}

@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import polars as pl
 
-from ..regex import ascii_classes
+from ..regex import ascii_classes, first_match
 from .fields import _data
 
 #: A number as trainers print it: also with thousands separators (torchtitan's ``tps: 10,050``), and NaN as
@@ -58,14 +57,21 @@ def _key_name(key: pl.Expr) -> pl.Expr:
     return key.str.strip_chars().str.to_lowercase().str.replace_all(r"[\s-]+", "_")
 
 
-def _style_expr(msg: pl.Expr) -> pl.Expr:
-    expr: Any = pl
+def _style_expr(msg: pl.Expr, rows: int) -> pl.Expr:
+    """The first style whose anchor ``msg`` has (and not its ``unless``), in a frame of ``rows`` rows: the
+    styles between two with an ``unless`` are one :func:`first_match`."""
+    parts: list[pl.Expr] = []
+    run: list[tuple[str, str]] = []
     for style in _metric_rules()[0]:
-        match = msg.str.contains(style.anchor)
-        if style.unless is not None:
-            match = match & ~msg.str.contains(style.unless)
-        expr = expr.when(match).then(pl.lit(style.name))
-    return expr.otherwise(pl.lit(None, pl.String))
+        if style.unless is None:
+            run.append((style.name, style.anchor))
+            continue
+        parts.append(first_match(msg, run, rows=rows))
+        run = []
+        match = msg.str.contains(style.anchor) & ~msg.str.contains(style.unless)
+        parts.append(pl.when(match).then(pl.lit(style.name)))
+    parts.append(first_match(msg, run, rows=rows))
+    return pl.coalesce(parts)
 
 
 #: Keys that number the step rather than measure it, and those that are no measure (an ETA counts down).

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from ..regex import ascii_classes
+from ..regex import ascii_classes, first_match
 from . import envelope
 from .fields import _data
 
@@ -26,11 +26,8 @@ def _classes() -> tuple[tuple[str, str], ...]:
     return tuple((c["name"], ascii_classes(c["pattern"])) for c in _data("job_records.toml")["class"])
 
 
-def _line_classes(msg: pl.Expr) -> pl.Expr:
-    expr: Any = pl
-    for name, pattern in _classes():
-        expr = expr.when(msg.str.contains(pattern)).then(pl.lit(name))
-    return expr.otherwise(pl.lit(None, pl.String))
+def _line_classes(msg: pl.Expr, rows: int) -> pl.Expr:
+    return first_match(msg, _classes(), rows=rows)
 
 
 @dataclass
@@ -233,7 +230,7 @@ def group_records(df: pl.DataFrame) -> pl.DataFrame:
     """Add ``rec`` (the row of the record's first line), ``block`` and ``extra`` (JSON) to peeled lines."""
     msg = pl.col("msg")
     dangle = (msg.str.strip_chars() == "") & (pl.col("prefix") != "")
-    df = df.with_columns(cls=pl.when(dangle).then(pl.lit("dangle")).otherwise(_line_classes(msg)))
+    df = df.with_columns(cls=pl.when(dangle).then(pl.lit("dangle")).otherwise(_line_classes(msg, df.height)))
     classed = pl.col("cls").is_not_null()
     near = classed.cast(pl.Int8).rolling_max(window_size=WINDOW + 1, min_samples=1)
     blank = msg.str.strip_chars() == ""
