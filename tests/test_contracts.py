@@ -169,3 +169,21 @@ def test_first_match_in_python_is_the_polars_chain_on_real_lines() -> None:
         chain = lines.select(first_match(pl.col("msg"), named, rows=large)).to_series()
         assert chain.is_not_null().sum() > 0, label
         assert python.fill_null("-").to_list() == chain.fill_null("-").to_list(), label
+
+
+@pytest.mark.parametrize("dtype", [pl.String, pl.Int64, pl.Float64, pl.Boolean, pl.Datetime("us", "UTC")])
+def test_scatter_in_python_is_polars_scatter(dtype: pl.DataType) -> None:
+    """A small column is scattered in Python; it equals Polars' scatter (the path of large columns)."""
+    import datetime as dt
+
+    sample = {pl.String: ["a", None, "c"], pl.Int64: [1, None, 3], pl.Float64: [0.5, float("nan"), None],
+              pl.Boolean: [True, False, None]}.get(dtype, [dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None, None])  # fmt: skip
+    values, rows = pl.Series("v", sample, dtype=dtype), pl.Series([7, 0, 3], dtype=pl.UInt32)
+    small = envelope.scatter(values, rows, 10)
+    large = envelope.scatter(values, rows, envelope.SCATTER_IN_PYTHON + 1).head(10)
+    assert small.dtype == large.dtype == values.dtype and small.name == "v"
+    want = [None] * 10
+    want[7], want[0], want[3] = sample
+    assert small.equals(pl.Series("v", want, dtype=dtype))
+    assert small.equals(large)
+    assert envelope.scatter(values.clear(), rows.clear(), 0).len() == 0

@@ -27,6 +27,7 @@ import re
 import tomllib
 from functools import cache, lru_cache
 from importlib import resources
+from typing import Any
 
 import polars as pl
 
@@ -245,8 +246,18 @@ def head_split(head: str, lines: int = 200) -> pl.DataFrame:
     return split(pl.Series(head.splitlines()[:lines], dtype=pl.String))
 
 
+#: Up to this many rows :func:`scatter` places the values in Python (a tenth of the time of Polars' three
+#: calls on a small file's columns).
+SCATTER_IN_PYTHON = 4096
+
+
 def scatter(values: pl.Series, rows: pl.Series, length: int) -> pl.Series:
     """A column of ``length`` nulls with ``values`` placed at ``rows``."""
+    if length <= SCATTER_IN_PYTHON and not values.dtype.is_nested():
+        column: list[Any] = [None] * length
+        for row, value in zip(rows.to_list(), values.to_list(), strict=True):
+            column[row] = value
+        return pl.Series(values.name, column, dtype=values.dtype)
     out = pl.Series(values.name, [None], dtype=values.dtype).extend_constant(None, length - 1) if length else values.clear()
     if rows.len():
         out.scatter(rows, values)
