@@ -148,14 +148,20 @@ class Dataset:
     def part_path(self, table: str, key: str, digest: str) -> Path:
         return self.root / table / f"{key}.{digest[:16]}.parquet"
 
-    def commit(self, key: str, tables: dict[str, pa.Table]) -> None:
-        """Store one incident's tables, replacing any earlier version of it."""
+    def commit(self, key: str, tables: dict[str, pa.Table], *, replaces: str | None = None) -> None:
+        """Store one incident's tables, replacing its committed version (of digest ``replaces``).
+
+        Only that version's files are deleted, by name: a search of the table folders for other versions
+        would read every incident's file name at each commit. The files of versions no record names (a
+        run killed between writing and deleting) are what :meth:`clean` deletes, before each ingest."""
         record = tables["incidents"]
         digest = record.column("digest")[0].as_py()
         for name in PARTS:
             _write_parquet(self.part_path(name, key, digest), tables[name])
         _write_parquet(self.root / "incidents" / f"{key}.parquet", record)  # the commit point
-        self._drop_versions(key, keep=digest)
+        if replaces is not None and replaces[:16] != digest[:16]:
+            for name in PARTS:
+                self.part_path(name, key, replaces).unlink(missing_ok=True)
 
     def touch(self, key: str, fingerprint: str) -> None:
         """Record a new fingerprint for an incident whose content did not change."""
@@ -164,12 +170,6 @@ class Dataset:
         i = table.schema.get_field_index("fingerprint")
         table = table.set_column(i, INCIDENTS.field("fingerprint"), pa.array([fingerprint], pa.string()))
         _write_parquet(path, table)
-
-    def _drop_versions(self, key: str, *, keep: str | None) -> None:
-        for name in PARTS:
-            for path in (self.root / name).glob(f"{glob_escape(key)}.*.parquet"):
-                if keep is None or path.name != f"{key}.{keep[:16]}.parquet":
-                    path.unlink(missing_ok=True)
 
     def clean(self) -> int:
         """Delete what a killed run left: temporary files, and table files no record names. Returns how many."""
@@ -196,10 +196,6 @@ class Dataset:
         if table == "incidents":
             return [str(self.root / "incidents" / f"{r.key}.parquet") for r in records]
         return [str(self.part_path(table, r.key, r.digest)) for r in records]
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 @contextmanager

@@ -105,7 +105,7 @@ def ingest_one(ref: IncidentRef, dataset: str, known: Record | None, limits: Lim
         record = tables.incidents
         i = record.schema.get_field_index("fingerprint")
         tables.incidents = record.set_column(i, record.schema.field(i), pa.array([print_], pa.string()))
-        store.commit(key, tables.tables())
+        store.commit(key, tables.tables(), replaces=known.digest if known is not None and known.digest else None)
     except Exception as exc:  # one broken incident must not stop the others; the report says why
         return Done(ref.id, str(ref.path), "failed", seconds=time.perf_counter() - start,
                     error=f"{type(exc).__name__}: {exc}")  # fmt: skip
