@@ -273,6 +273,14 @@ def _looks_journal_mono(df: pl.DataFrame) -> bool:
     return hits * 2 > sample.len()
 
 
+def to_utc_in(frame: pl.DataFrame, stamp: str, kind: pl.Expr, *, year: int | None, timezone: str | None) -> tuple[pl.Expr, pl.Expr]:
+    """:func:`to_utc` of ``frame``'s column ``stamp``; plain nulls when the column holds no stamp (the
+    expressions that read a stamp cost a small file milliseconds: most job output has none)."""
+    if frame.get_column(stamp).null_count() == frame.height:
+        return pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
+    return to_utc(pl.col(stamp), kind, year=year, timezone=timezone)
+
+
 def to_utc(
     stamp: pl.Expr, kind: pl.Expr, *, year: int | None, timezone: str | None
 ) -> tuple[pl.Expr, pl.Expr]:

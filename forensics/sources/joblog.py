@@ -220,7 +220,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
         )
     else:
         heads = heads.with_columns(message=pl.col("msg"), n_lines=pl.lit(1, pl.UInt32))
-    ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
+    ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.lit("iso"), year=None, timezone=timezone)
     # A logger prefix alone on its line says its message on the next one (DeepSpeed fused_optimizer):
     # the families read the record from its first line with text.
     # A terminal's rows of one hard-wrapped line are read as that line (the message keeps the rows): a
@@ -422,7 +422,7 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
     steps = step_kind.select("rec", s_kind="kind", s_code="code", s_detail="detail")
     df = heads.join(fam, on="rec", how="left").join(steps, on="rec", how="left")
     # A family that printed its own time (a torchrun report entry) is dated by it.
-    f_ts, f_from = envelope.to_utc(pl.col("f_stamp"), pl.lit("iso"), year=None, timezone=None)
+    f_ts, f_from = envelope.to_utc_in(df, "f_stamp", pl.lit("iso"), year=None, timezone=None)
     df = df.with_columns(ts=pl.coalesce("ts", f_ts), ts_from=pl.coalesce("ts_from", pl.when(pl.col("f_stamp").is_not_null()).then(f_from)))
     envelope_detail = ("ts_from", "where", "local_rank", "cuda_dev", "tid")
     stamp = pl.when(pl.col("ts").is_null()).then(pl.coalesce("stamp", "yearless_stamp"))

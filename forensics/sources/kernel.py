@@ -739,10 +739,8 @@ def parse_records(
     heads = heads.with_columns(message=message.alias("message")).drop("piece")
     if year is None:
         year = _year_from_stamps(heads)
-    if heads.get_column("stamp").null_count() < heads.height:
-        ts, ts_from = envelope.to_utc(pl.col("stamp"), pl.col("stamp_kind"), year=year, timezone=timezone)
-    else:  # uptime-only logs (plain dmesg): no wall-clock time to read
-        ts, ts_from = pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
+    # (uptime-only logs, plain dmesg, have no wall-clock time to read)
+    ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone)
     heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).pipe(collect, heads.height)
     flagged = heads.filter(pl.col("flag")).with_columns(
         text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
