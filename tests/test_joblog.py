@@ -382,3 +382,35 @@ def test_peeled_remembers_small_inputs_and_gives_what_peel_gives() -> None:
     assert again is first and prefix._peeled_small.cache_info().hits == before + 1
     held = pl.Series(["NCCL WARN a\nb", "c"])  # a line holding a newline is peeled as it is, never joined
     assert prefix.peeled(held).equals(prefix.peel(prefix.lines_frame(held)))
+
+
+def test_folded_step_state_is_the_median_of_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step lines fold into per-stream counts of intervals as the log goes (memory bounded by streams and
+    distinct intervals); the stalls found are those of every interval kept, folded often or never, and
+    each stream's usual interval is Polars' median of its intervals (odd and even counts, repeats)."""
+    import random
+
+    rng = random.Random(7)
+    lines, clock = [], {0: 0.0, 1: 0.0, 2: 0.0}
+    for n in range(240):
+        rank = rng.choice([0, 0, 1, 2])
+        clock[rank] += rng.randint(1, 40) / 8 * (1 + rank)  # 40 lengths: repeats, and middles apart
+        stamp = f"2024-05-01 10:{int(clock[rank] // 60) % 60:02d}:{clock[rank] % 60:06.3f}".replace(".", ",")
+        lines.append(f"[rank{rank}]: [{stamp}] iteration {n + 1}/ 1000 | lm loss: 1.5 |")
+    lines.append("[2024-05-01 12:59:00,000] [E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1) ran for 2 milliseconds "
+                 "before timing out.")  # fmt: skip
+    data = "\n".join(lines).encode()
+
+    def stalls(fold: int) -> list[dict]:
+        monkeypatch.setattr(joblog, "FOLD_STEPS", fold)
+        return [r for r in joblog.parse(data, file="x", chunk_bytes=2048).events.to_pylist() if r["kind"] == "train.stall"]
+
+    once, often = stalls(10**9), stalls(7)
+    assert len(once) == 3 and once == often
+    # the reference: every interval of the stream, in line order, and Polars' median of the positive ones
+    steps = pl.DataFrame(joblog.parse(data, file="x").metrics).filter(pl.col("name") == "loss")
+    for row in once:
+        ts = steps.filter(pl.col("rank") == row["rank"]).sort("line").get_column("ts")
+        gaps = ts.diff().dt.total_microseconds().drop_nulls() / 1e6
+        assert json.loads(row["detail"])["usual_interval_s"] == round(float(gaps.filter(gaps > 0).median()), 6)

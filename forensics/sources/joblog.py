@@ -49,6 +49,8 @@ from .records import WINDOW, group_records
 from .torch import TORCH, classify_error
 from .trainlog import TRAIN
 
+#: Step lines wait for this many to be folded into their streams' state (see :func:`_fold_steps`).
+FOLD_STEPS = 100_000
 #: A step interval this many times the run's median, and at least STALL_MIN_S, is a stall.
 STALL_FACTOR = 10.0
 STALL_MIN_S = 60.0
@@ -141,7 +143,13 @@ class _Carry:
     rows: int = 0
     comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
     bad: dict[tuple[str, int | None, str], tuple[bool, int | None]] = field(default_factory=dict)
+    #: Step lines (``i``, ``host``, ``rank``, ``ts``, ``step``) not yet folded into ``streams`` and ``gaps``.
     steps: list[pl.DataFrame] = field(default_factory=list)
+    pending_steps: int = 0
+    #: Per step stream (host, rank): its last step line (``i``, ``ts``, ``step``) and ``n`` step lines.
+    streams: pl.DataFrame | None = None
+    #: Per step stream: how many of its intervals (``gap``, µs, positive) had each length.
+    gaps: pl.DataFrame | None = None
     last_ts: Any = None
     errors: list[pl.DataFrame] = field(default_factory=list)
     records: int = 0
@@ -247,7 +255,12 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
         incident=pl.lit(incident), host=short_host(pl.coalesce("host", pl.lit(host, pl.String))), rank="rank",
         file=pl.lit(file), line=pl.col("i") + 1, ts="ts", step="step", name="name", value="value",
     ).sort("line", maintain_order=True)
-    carry.steps.append(steps.join(numbered, on="rec", how="left").select("i", "host", "rank", "ts", "step").drop_nulls("ts"))
+    timed = steps.join(numbered, on="rec", how="left").select("i", "host", "rank", "ts", "step").drop_nulls("ts")
+    if timed.height:
+        carry.steps.append(timed)
+        carry.pending_steps += timed.height
+        if carry.pending_steps >= FOLD_STEPS:
+            _fold_steps(carry)
     carry.errors.append(out.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("ts").is_not_null())
                         .select("line", "ts"))  # fmt: skip
     last = heads.get_column("ts").drop_nulls()
@@ -535,21 +548,62 @@ def _link_asserts(out: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(detail=pl.Series(details, dtype=pl.String))
 
 
+_STREAM = ["host", "rank"]
+
+
+def _fold_steps(carry: _Carry) -> None:
+    """Fold the waiting step lines into each stream's carried state: its last step line, its count, and
+    the counts of its intervals by length. A long log carries as much as it has streams and distinct
+    intervals (printed stamps have a second's or a millisecond's resolution), not as it has step lines."""
+    if not carry.steps:
+        return
+    new = pl.concat(carry.steps).sort("i", maintain_order=True)
+    carry.steps, carry.pending_steps = [], 0
+    if carry.streams is None:
+        before = new.with_columns(prev_ts=pl.lit(None, new.schema["ts"]))
+    else:
+        before = new.join(carry.streams.select(*_STREAM, prev_ts="ts"), on=_STREAM, how="left", nulls_equal=True,
+                          maintain_order="left")  # fmt: skip
+    # the interval before each step line: from the stream's step line before it, in this fold or the last
+    gap = (pl.col("ts") - pl.coalesce(pl.col("ts").shift(1).over(_STREAM), "prev_ts")).dt.total_microseconds()
+    gaps = before.select(*_STREAM, gap=gap).filter(pl.col("gap") > 0).group_by(*_STREAM, "gap").agg(n=pl.len().cast(pl.Int64))
+    last = (pl.col("i").last(), pl.col("ts").last(), pl.col("step").last())
+    streams = new.group_by(_STREAM, maintain_order=True).agg(*last, n=pl.len().cast(pl.Int64))
+    if carry.streams is not None and carry.gaps is not None:
+        streams = pl.concat([carry.streams, streams]).group_by(_STREAM, maintain_order=True).agg(*last, pl.col("n").sum())
+        gaps = pl.concat([carry.gaps, gaps]).group_by(*_STREAM, "gap").agg(pl.col("n").sum())
+    carry.streams, carry.gaps = streams, gaps
+
+
+def _median_gaps(gaps: pl.DataFrame) -> dict[tuple[str | None, int | None], float]:
+    """Each stream's median interval in seconds, from the counts of its intervals by length: the median
+    Polars takes of the intervals themselves (the middle one, or of the middle two)."""
+    # the intervals of one length hold the ranks below .. below + n - 1 (from 0) of the stream's, sorted
+    below, total = pl.col("n").cum_sum().over(_STREAM) - pl.col("n"), pl.col("n").sum().over(_STREAM)
+    ranked = gaps.sort("gap").with_columns(below=below, total=total)
+    lo, hi = (pl.col("total") - 1) // 2, pl.col("total") // 2
+    # each stream's one or two lengths that hold a middle rank, in order (both middles may share one)
+    middle: dict[tuple[str | None, int | None], list[float]] = {}
+    holding = ranked.filter((pl.col("below") <= hi) & (pl.col("below") + pl.col("n") > lo))
+    for host, rank, length in holding.select(*_STREAM, "gap").iter_rows():
+        middle.setdefault((host, rank), []).append(length / 1e6)
+    return {key: float(pl.Series(values, dtype=pl.Float64).median() or 0.0) for key, values in middle.items()}
+
+
 def _stalls(carry: _Carry, *, file: str, incident: str, host: str | None) -> pa.Table:
     """``train.stall`` rows (derived): step lines stopped for far longer than the run's usual interval
     before the log ended or an error was printed."""
-    if not carry.steps:
+    _fold_steps(carry)
+    if carry.streams is None or carry.gaps is None:
         return events_table([])
-    steps = pl.concat(carry.steps)
-    errors = pl.concat(carry.errors) if carry.errors else pl.DataFrame(schema={"line": pl.Int64, "ts": steps.schema["ts"]})
+    errors = pl.concat(carry.errors) if carry.errors else pl.DataFrame(schema={"line": pl.Int64, "ts": carry.streams.schema["ts"]})
+    usuals = _median_gaps(carry.gaps)
     found: list[dict[str, Any]] = []
-    for (stream_host, stream_rank), part in steps.group_by(["host", "rank"], maintain_order=True):
-        part = part.sort("i")
-        if part.height < 3:
+    for stream_host, stream_rank, *values in carry.streams.iter_rows():
+        last = dict(zip(("i", "ts", "step", "n"), values, strict=True))
+        if last["n"] < 3:
             continue
-        gaps = part.get_column("ts").diff().dt.total_microseconds().drop_nulls() / 1e6
-        usual = float(gaps.filter(gaps > 0).median() or 0.0)
-        last = part.row(-1, named=True)
+        usual = usuals.get((stream_host, stream_rank), 0.0)
         after = errors.filter(pl.col("line") > last["i"] + 1).sort("line").head(1)
         end_ts, until = (after.get_column("ts")[0], f"error at line {after.get_column('line')[0]}") if after.height else (carry.last_ts, "end of log")
         if end_ts is None or usual <= 0:
