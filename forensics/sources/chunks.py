@@ -11,10 +11,10 @@ from typing import Any
 from .records import WINDOW
 
 #: Bytes per chunk of a big job log (cut at a line where no record spans). A chunk's frames take tens of
-#: times its bytes at their peak: streamed to Parquet, a 128 MB generated log peaks at 370 MB with 4 MB
-#: chunks (1,151 MB with 32 MB) and a 537 MB one at 498 MB (1,275 MB), at the same MB/s. (What grows
-#: with the file: the state carried between chunks, ~50 MB over 130 chunks, and the Parquet writer's side.)
-CHUNK_BYTES = 4 * 1024 * 1024
+#: times its bytes at their peak: streamed to Parquet, a 537 MB generated log peaks at 345 MB with 2 MB
+#: chunks (414 MB with 4 MB, 1,275 MB with 32 MB) at the same MB/s within the machine's noise. What the
+#: chunks carry to the next (step streams folded, errors, the rank map) stays small.
+CHUNK_BYTES = 2 * 1024 * 1024
 #: How many times CHUNK_BYTES a chunk may grow while looking for a place no record spans.
 MAX_GROWTH = 8
 
