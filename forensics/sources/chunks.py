@@ -11,11 +11,14 @@ from typing import Any
 from .records import WINDOW
 
 #: Bytes per chunk of a big job log (cut at a line where no record spans). A chunk's frames take tens of
-#: times its bytes at their peak, and each chunk has a fixed cost. A 537 MB generated log streamed to
-#: Parquet, one run each: 2 MB chunks 72.6 s and a 345 MB peak, 3 MB 68.3 s and 383 MB, 4 MB 60.9 s and
-#: 406 MB, 32 MB 1,275 MB. What the chunks carry to the next (step streams folded, errors, the rank
-#: map) stays small, so the peak does not grow with the file.
-CHUNK_BYTES = 2 * 1024 * 1024
+#: times its bytes at their peak, and each chunk has a fixed cost (~0.1 s: Polars operations and the
+#: regexes it compiles again for each). ``forensics parse --format parquet`` of a 537 MB generated log,
+#: one run each: 2 MB chunks 91.7 s and a 352 MB peak, 2.5 MB 80.0 s and 389 MB (60.4 s and 395 MB in
+#: another), 3 MB 72.6 s and 401 MB
+#: (32 MB: 1,275 MB); the 64 MB log in memory, two runs each: 2 MB 5.9 / 5.6 MB/s, 3 MB 6.4 / 6.0, 4 MB
+#: 7.3 / 6.9. What the chunks carry to the next (step streams folded, errors, the rank map) stays small:
+#: the peak does not grow with the file.
+CHUNK_BYTES = 5 * 512 * 1024
 #: How many times CHUNK_BYTES a chunk may grow while looking for a place no record spans.
 MAX_GROWTH = 8
 
