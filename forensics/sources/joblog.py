@@ -145,7 +145,6 @@ class _Carry:
     bad: dict[tuple[str, int | None, str], tuple[bool, int | None]] = field(default_factory=dict)
     #: Step lines (``i``, ``host``, ``rank``, ``ts``, ``step``) not yet folded into ``streams`` and ``gaps``.
     steps: list[pl.DataFrame] = field(default_factory=list)
-    pending_steps: int = 0
     #: Per step stream (host, rank): its last step line (``i``, ``ts``, ``step``) and ``n`` step lines.
     streams: pl.DataFrame | None = None
     #: Per step stream: how many of its intervals (``gap``, µs, positive) had each length.
@@ -258,8 +257,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     timed = steps.join(numbered, on="rec", how="left").select("i", "host", "rank", "ts", "step").drop_nulls("ts")
     if timed.height:
         carry.steps.append(timed)
-        carry.pending_steps += timed.height
-        if carry.pending_steps >= FOLD_STEPS:
+        if sum(f.height for f in carry.steps) >= FOLD_STEPS:
             _fold_steps(carry)
     carry.errors.append(out.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("ts").is_not_null())
                         .select("line", "ts"))  # fmt: skip
@@ -558,7 +556,7 @@ def _fold_steps(carry: _Carry) -> None:
     if not carry.steps:
         return
     new = pl.concat(carry.steps).sort("i", maintain_order=True)
-    carry.steps, carry.pending_steps = [], 0
+    carry.steps = []
     if carry.streams is None:
         before = new.with_columns(prev_ts=pl.lit(None, new.schema["ts"]))
     else:
