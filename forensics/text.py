@@ -77,9 +77,12 @@ def dedent(lines: pl.Series, least: int = 2) -> pl.Series:
     ['[ 1.0] a', '[ 2.0] b']
     """
     for pad in (" ", "\t"):
-        text = lines.filter(lines.str.strip_chars() != "")
-        if text.is_empty():
+        first = _first_text(lines)
+        if first is None:
             return lines
+        if not first.startswith(pad):  # a line with text starts at column 0: nothing to take
+            continue
+        text = lines.filter(lines.str.strip_chars() != "")
         common = (text.str.len_chars() - text.str.strip_chars_start(pad).str.len_chars()).min()
         if common is None or common < (least if pad == " " else 1):
             continue
@@ -87,6 +90,23 @@ def dedent(lines: pl.Series, least: int = 2) -> pl.Series:
             pl.when(lines.str.strip_chars() == "").then(lines).otherwise(lines.str.slice(int(common)))
         ).to_series().alias(lines.name)
     return lines
+
+
+#: What Polars' ``str.strip_chars()`` strips (Rust's ``char::is_whitespace``; Python's ``str.strip()``
+#: also strips U+001C..U+001F).
+WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _first_text(lines: pl.Series, head: int = 64) -> str | None:
+    """The first line that is not blank (see :data:`WHITESPACE`), or None. It is almost always among
+    the first few, read in Python; past them Polars finds it."""
+    for line in lines.head(head).to_list():
+        if line is not None and line.strip(WHITESPACE):
+            return line
+    if lines.len() <= head:
+        return None
+    rows = (lines.str.strip_chars() != "").arg_true()
+    return lines[rows[0]] if rows.len() else None
 
 
 def _binary_lines(data: bytes) -> pa.LargeBinaryArray:

@@ -8,6 +8,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import forensics
 from forensics import catalog, schema
@@ -132,6 +134,29 @@ def test_aer_names() -> None:
 def test_month_names_agree_across_locales() -> None:
     months = envelope.month_numbers()
     assert months["фев"] == 2 and months["11月"] == 11 and months["mrt"] == 3 and months["dec"] == 12
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=" \t\r\x1c\u3000ab", max_size=6), max_size=90), st.integers(0, 2), st.booleans())
+@example([""] * 70 + ["  a", "   b"], 2, False)  # the first line with text past the first 64
+@example(["\x1c", "  a"], 1, False)  # U+001C is text to Polars (Python's strip() calls it blank)
+def test_dedent_takes_the_indentation_every_text_line_shares(lines: list[str], least: int, indented: bool) -> None:
+    """dedent by its definition: blank means blank to Polars' strip_chars(); spaces first (when at
+    least ``least`` are shared), then tabs."""
+    from forensics.text import dedent
+
+    lines = ["  " + line for line in lines] if indented else lines
+    series = pl.Series("line", lines, dtype=pl.String)
+    blank = (series.str.strip_chars() == "").to_list()
+    want = list(lines)
+    for pad, at_least in ((" ", least), ("\t", 1)):
+        text = [line for line, b in zip(want, blank, strict=True) if not b]
+        if not text:
+            break
+        common = min(len(line) - len(line.lstrip(pad)) for line in text)
+        if common >= at_least:
+            want = [line if b else line[common:] for line, b in zip(want, blank, strict=True)]
+    assert dedent(series, least).to_list() == want
 
 
 def _golden_lines() -> list[str]:
