@@ -175,6 +175,35 @@ def test_chunk_cuts_keep_every_record_whole() -> None:
     assert pl.from_arrow(small.metrics).equals(pl.from_arrow(whole.metrics), null_equal=True)
 
 
+#: Real logs made of progress bars: tqdm rows indented and ending in their ``[elapsed<remaining]`` bracket
+#: with blank lines between (axolotl), Lightning-style epoch bars, HF/DeepSpeed, kohya, gluonts.
+BAR_CASES = [GOLDEN / "trainlog" / f"trainlog-{name}-01.log" for name in (
+    "axolotl-2023-tqdm-dicts-packing-info-before-hang", "tqdm-epoch-bar-loss-postfix-sci-mean-training-loss-nan",
+    "deepspeed-hf-tqdm-overflow-scale-64-to-2-then-dict-loss", "kohya-sd-scripts-rich-info-steps-bar-avr-loss-nan",
+    "gluonts-mxnet-tqdm-avg-epoch-loss-colon-info-epoch-bracket",
+)]  # fmt: skip
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+@pytest.mark.parametrize("case", BAR_CASES, ids=[c.stem for c in BAR_CASES])
+def test_progress_bars_do_not_hold_a_chunk_open(case: Path, newline: bytes) -> None:
+    """Progress-bar rows, blank lines and CRLF line ends start, continue and end no record: a log of them
+    is cut at about the chunk size (it grew to MAX_GROWTH times it: 8x the memory of a streamed job
+    log), and the chunks read as the whole does."""
+    from io import BytesIO
+
+    from forensics.sources.chunks import iter_chunks
+
+    data = case.read_bytes().replace(b"\n", newline)
+    data *= 24_000 // len(data) + 1
+    assert max(len(c) for c in iter_chunks(BytesIO(data).read, 2048)) < 2 * 2048
+    whole, whole_rows = _rows(data)
+    small, small_rows = _rows(data, chunk_bytes=2048)
+    assert (small.lines, small.records, small.unparsed) == (whole.lines, whole.records, whole.unparsed)
+    assert [_key(r) + (r["line"],) for r in small_rows] == [_key(r) + (r["line"],) for r in whole_rows]
+    assert pl.from_arrow(small.metrics).equals(pl.from_arrow(whole.metrics), null_equal=True)
+
+
 def test_a_job_log_mixing_sources_gives_the_union_of_each_alone() -> None:
     dmesg = [c for c in DMESG_CASES if "xid79" in c.name or "xid48" in c.name or "reltime-aer" in c.name]
     # (a markdown-quoted paste is unquoted when most of its file is quoted: not one part of a mix; the

@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..text import WHITESPACE
+from .prefix import GLUED
 from .records import WINDOW
 
 #: Bytes per chunk of a big job log (cut at a line where no record spans). A chunk's frames take tens of
@@ -23,12 +25,27 @@ CHUNK_BYTES = 5 * 512 * 1024
 MAX_GROWTH = 8
 
 
+#: What may start, continue or end a block on a row: the class patterns of ``data/job_records.toml``
+#: unanchored (a logger prefix may stand before them). :func:`_row_marked` adds an indented row and one
+#: ending in ``]``. A blank row is not marked: a block takes one only when the next row with text
+#: continues it (a chained traceback, a C++ stack, a RAS table), and that row is marked.
 _MARKER = re.compile(
     rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
     rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|={6,}|-{6,}|Job summary|Communicators|^Errors|^Warnings"
-    rb"|block: \[|^\s|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Last error|nccl\w+Error"
-    rb"|CUDA runtime version|NCCL version|Watchdog caught|\]\s*$|^$|\r"
+    rb"|block: \[|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Device-side assertion tracking|Search for .cuda"
+    rb"|Last error|nccl\w+Error"
+    rb"|CUDA runtime version|NCCL version|Watchdog caught"
 )
+#: An indented row with text: a traceback's code line, a report's field, a RAS table row. Not a progress
+#: bar's (`` 45%|███▌ | 45/100``): an open RAS table is the one block that takes any indented row, and
+#: a bar's row is none of its own.
+_INDENTED = re.compile(rb"^(?![ \t]*\d+%\|)\s+\S")
+#: A row ending in ``]`` may be a logger prefix alone, its message on the next row (DeepSpeed's
+#: ``[…] [INFO] [fused_optimizer.py:344:_update_scale]``); not when its last bracket is a progress
+#: bar's ``[elapsed<remaining, …]`` (tqdm, Lightning), which no logger prefix holds.
+_BRACKET_END = re.compile(rb"\]\s*$")
+_BAR_TIMES = re.compile(rb"\[\d+:\d\d(?::\d\d)?<(?:\d+:\d\d(?::\d\d)?|\?)[^\[\]]*\]\s*$")
+_GLUED = re.compile(GLUED)
 
 
 #: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):
@@ -36,26 +53,56 @@ _MARKER = re.compile(
 _LEAD = re.compile(rb"^(?:\[\d+,\d+\]<\w+>: ?|\[\d+\] |[\w.-]+: (?:[\w.-]+: )?|\[(?:rank|default)\d+\]: ?|\([^)]*pid=\d+[^)]*\) )+")
 
 
-def _marked(line: bytes) -> bool:
-    if _MARKER.search(line):
+def _rows(line: bytes) -> list[bytes]:
+    """The rows the prefix peeling makes of a line: one per carriage-return segment (empty ones
+    dropped), and the text glued after a progress bar as a row of its own (:func:`.prefix.lines_frame`)."""
+    segments = ([s for s in line.split(b"\r") if s] or [b""]) if b"\r" in line else [line]
+    rows: list[bytes] = []
+    for segment in segments:
+        glued = None
+        if b"%|" in segment or b"(total: " in segment:
+            glued = _GLUED.match(segment.decode("utf-8", "surrogateescape"))
+        rows += [segment] if glued is None else [g.encode("utf-8", "surrogateescape") for g in glued.group("bar", "rest")]
+    return rows
+
+
+def _row_marked(row: bytes) -> bool:
+    if _MARKER.search(row) or _INDENTED.match(row):
         return True
-    lead = _LEAD.match(line)
-    return bool(lead and _MARKER.search(line[lead.end():]))
+    if _BRACKET_END.search(row) and not _BAR_TIMES.search(row):
+        return True
+    lead = _LEAD.match(row)
+    if not lead:
+        return False
+    rest = row[lead.end():]
+    # (a launcher prefix alone on its row: its message follows on the next)
+    return not rest.strip() or bool(_MARKER.search(rest) or _INDENTED.match(rest))
+
+
+def _marked(line: bytes) -> bool:
+    """Whether a line may start, continue or end a block: one of its rows may."""
+    return any(_row_marked(row) for row in _rows(line))
 
 
 def _cut(buf: bytes) -> int | None:
     """Where to end a chunk of ``buf``: after a line with ``WINDOW + 1`` lines before it that no block
-    can start, continue or end on (so no record spans the cut). None when there is none."""
+    can start, continue or end on, and before a line with text no block can either (a row's block may
+    depend on the next row with text), so no record spans the cut. None when there is none."""
     tail_start = max(0, len(buf) - 4 * 1024 * 1024)
     tail_start = buf.rfind(b"\n", 0, tail_start) + 1 if tail_start else 0
     ends = [m.start() for m in re.finditer(rb"\n", buf[tail_start:])]
-    clean = 0
     starts = [0, *(e + 1 for e in ends)]
+    clean = 0
+    # text_from[k]: whether the first line with text from line k on is marked (None: none in the buffer)
+    text_from: list[bool | None] = [None] * (len(ends) + 1)
     for k in range(len(ends) - 1, -1, -1):
         line = buf[tail_start + starts[k]: tail_start + ends[k]]
-        clean = clean + 1 if not _marked(line) else 0
-        if clean >= WINDOW + 2:
-            return tail_start + ends[k + WINDOW + 1] + 1 if k + WINDOW + 1 < len(ends) else len(buf)
+        marked = _marked(line)
+        text_from[k] = marked if line.decode("utf-8", "replace").strip(WHITESPACE) else text_from[k + 1]
+        clean = 0 if marked else clean + 1
+        cut = k + WINDOW + 1  # the last line of the chunk
+        if clean >= WINDOW + 2 and text_from[cut + 1] is False:
+            return tail_start + ends[cut] + 1
     return None
 
 
