@@ -176,11 +176,12 @@ def test_chunk_cuts_keep_every_record_whole() -> None:
 
 
 #: Real logs made of progress bars: tqdm rows indented and ending in their ``[elapsed<remaining]`` bracket
-#: with blank lines between (axolotl), Lightning-style epoch bars, HF/DeepSpeed, kohya, gluonts.
+#: with blank lines between (axolotl), Lightning-style epoch bars, HF/DeepSpeed, kohya, gluonts, Keras'
+#: ``[=====]`` epoch lines.
 BAR_CASES = [GOLDEN / "trainlog" / f"trainlog-{name}-01.log" for name in (
     "axolotl-2023-tqdm-dicts-packing-info-before-hang", "tqdm-epoch-bar-loss-postfix-sci-mean-training-loss-nan",
     "deepspeed-hf-tqdm-overflow-scale-64-to-2-then-dict-loss", "kohya-sd-scripts-rich-info-steps-bar-avr-loss-nan",
-    "gluonts-mxnet-tqdm-avg-epoch-loss-colon-info-epoch-bracket",
+    "gluonts-mxnet-tqdm-avg-epoch-loss-colon-info-epoch-bracket", "keras-2018-epoch-1-of-1-ms-step-all-nan",
 )]  # fmt: skip
 
 

@@ -31,10 +31,12 @@ MAX_GROWTH = 8
 #: continues it (a chained traceback, a C++ stack, a RAS table), and that row is marked.
 _MARKER = re.compile(
     rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
-    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|={6,}|-{6,}|Job summary|Communicators|^Errors|^Warnings"
+    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|Job summary|Communicators|^Errors|^Warnings"
     rb"|block: \[|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Device-side assertion tracking|Search for .cuda"
     rb"|Last error|nccl\w+Error"
     rb"|CUDA runtime version|NCCL version|Watchdog caught"
+    # a rule (a report's frame, a RAS title's underline) is a row of its own, not a Keras bar's [=====>...]
+    rb"|(?:={6,}|-{6,})(?:\s|\x1b\[[0-9;]*m)*$"
 )
 #: An indented row with text: a traceback's code line, a report's field, a RAS table row. Not a progress
 #: bar's (`` 45%|███▌ | 45/100``): an open RAS table is the one block that takes any indented row, and
