@@ -175,22 +175,24 @@ def test_chunk_cuts_keep_every_record_whole() -> None:
     assert pl.from_arrow(small.metrics).equals(pl.from_arrow(whole.metrics), null_equal=True)
 
 
-#: Real logs made of progress bars: tqdm rows indented and ending in their ``[elapsed<remaining]`` bracket
-#: with blank lines between (axolotl), Lightning-style epoch bars, HF/DeepSpeed, kohya, gluonts, Keras'
-#: ``[=====]`` epoch lines.
-BAR_CASES = [GOLDEN / "trainlog" / f"trainlog-{name}-01.log" for name in (
+#: Real logs of lines that start, continue and end no record: progress bars (tqdm rows indented and
+#: ending in their ``[elapsed<remaining]`` bracket with blank lines between (axolotl), Lightning-style
+#: epoch bars, HF/DeepSpeed, kohya, gluonts, Keras' ``[=====]`` epoch lines) and NCCL's init lines.
+OPEN_CUT_CASES = [GOLDEN / "trainlog" / f"trainlog-{name}-01.log" for name in (
     "axolotl-2023-tqdm-dicts-packing-info-before-hang", "tqdm-epoch-bar-loss-postfix-sci-mean-training-loss-nan",
     "deepspeed-hf-tqdm-overflow-scale-64-to-2-then-dict-loss", "kohya-sd-scripts-rich-info-steps-bar-avr-loss-nan",
     "gluonts-mxnet-tqdm-avg-epoch-loss-colon-info-epoch-bracket", "keras-2018-epoch-1-of-1-ms-step-all-nan",
+)] + [GOLDEN / "nccl" / f"nccl-{name}-01.log" for name in (  # NCCL's init: "Channel 04/0 : 0[0] -> 7[7] via …"
+    "2.22-channels-p2p-cumem-k8s-worker", "channels-net-ib-gdrdma-send-receive-a100", "2.5.6-mpirun-rank-prefix-trees-rings-p2p-ipc",
 )]  # fmt: skip
 
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
-@pytest.mark.parametrize("case", BAR_CASES, ids=[c.stem for c in BAR_CASES])
-def test_progress_bars_do_not_hold_a_chunk_open(case: Path, newline: bytes) -> None:
-    """Progress-bar rows, blank lines and CRLF line ends start, continue and end no record: a log of them
-    is cut at about the chunk size (it grew to MAX_GROWTH times it: 8x the memory of a streamed job
-    log), and the chunks read as the whole does."""
+@pytest.mark.parametrize("case", OPEN_CUT_CASES, ids=[c.stem for c in OPEN_CUT_CASES])
+def test_lines_of_no_record_do_not_hold_a_chunk_open(case: Path, newline: bytes) -> None:
+    """Progress-bar rows, NCCL's channel lines, blank lines and CRLF line ends start, continue and end no
+    record: a log of them is cut at about the chunk size (it grew to MAX_GROWTH times it: 8x the memory
+    of a streamed job log), and the chunks read as the whole does."""
     from io import BytesIO
 
     from forensics.sources.chunks import iter_chunks

@@ -31,7 +31,7 @@ MAX_GROWTH = 8
 #: continues it (a chained traceback, a C++ stack, a RAS table), and that row is marked.
 _MARKER = re.compile(
     rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
-    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|-> \d|Job summary|Communicators|^Errors|^Warnings"
+    rb"|what\(\)|FAILED|Failures:|NO_OTHER_FAILURES|Root Cause|:\d+ -> \d|Job summary|Communicators|^Errors|^Warnings"
     rb"|block: \[|\^\^|CUDA kernel errors|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|Device-side assertion tracking|Search for .cuda"
     rb"|Last error|nccl\w+Error"
     rb"|CUDA runtime version|NCCL version|Watchdog caught"
@@ -42,10 +42,12 @@ _MARKER = re.compile(
 #: bar's (`` 45%|███▌ | 45/100``): an open RAS table is the one block that takes any indented row, and
 #: a bar's row is none of its own.
 _INDENTED = re.compile(rb"^(?![ \t]*\d+%\|)\s+\S")
-#: A row ending in ``]`` may be a logger prefix alone, its message on the next row (DeepSpeed's
-#: ``[…] [INFO] [fused_optimizer.py:344:_update_scale]``); not when its last bracket is a progress
-#: bar's ``[elapsed<remaining, …]`` (tqdm, Lightning), which no logger prefix holds.
-_BRACKET_END = re.compile(rb"\]\s*$")
+#: A row ending as a logger prefix in brackets does (:data:`.prefix.LOGGER_FORMS`) may be that prefix
+#: alone, its message on the next row (DeepSpeed's ``[…] [INFO] [fused_optimizer.py:344:_update_scale]``):
+#: a bracket without spaces (a level, a call site, ``[host:pid=N]``, NCCL's ``[cudaDev]``), a stamp in
+#: brackets, a call site's ``file.py:N]`` (glog, c10, vLLM). Not a message's own ``[repeated 12x across
+#: cluster]``, nor a progress bar's ``[elapsed<remaining, …]`` (tqdm, Lightning).
+_PREFIX_END = re.compile(rb"(?:\[[^\]\s]*\]|\[\d{4}-\d\d-\d\d[ T][^\]]*\]|:\d+\])\s*$")
 _BAR_TIMES = re.compile(rb"\[\d+:\d\d(?::\d\d)?<(?:\d+:\d\d(?::\d\d)?|\?)[^\[\]]*\]\s*$")
 _GLUED = re.compile(GLUED)
 
@@ -71,7 +73,7 @@ def _rows(line: bytes) -> list[bytes]:
 def _row_marked(row: bytes) -> bool:
     if _MARKER.search(row) or _INDENTED.match(row):
         return True
-    if _BRACKET_END.search(row) and not _BAR_TIMES.search(row):
+    if _PREFIX_END.search(row) and not _BAR_TIMES.search(row):
         return True
     lead = _LEAD.match(row)
     if not lead:
