@@ -86,15 +86,16 @@ CHILD_RE = """
 import json, re, resource, sys, time
 import pyarrow as pa
 from forensics.grammar import family_grammar
+from forensics.regex import for_python
 from forensics.schema import EVENTS
 from forensics.sources import base, envelope, kernel
 data = open(sys.argv[1], "rb").read()
 t = time.perf_counter()
-env = re.compile(envelope.ENVELOPE)
+env = re.compile(for_python(envelope.ENVELOPE))
 g = family_grammar("kernel")
-prefilter = re.compile(g.prefilter_regex())
-anchors = [(k, re.compile(g.anchor_regex(k))) for k in g.families]
-mask = re.compile(base.mask_regex())
+prefilter = re.compile(for_python(g.prefilter_regex()))
+anchors = [(k, re.compile(for_python(g.anchor_regex(k)))) for k in g.families]
+mask = re.compile(for_python(base.mask_regex()))
 rows = []
 for n, line in enumerate(data.decode("utf-8", "backslashreplace").split("\\n")[:-1], start=1):
     m = env.match(line)
@@ -131,12 +132,13 @@ from pathlib import Path
 t0 = time.perf_counter()
 from forensics.grammar import family_grammar
 from forensics.parse import parse_bytes
+from forensics.regex import for_python
 imported = time.perf_counter() - t0
 files = sorted(p for p in Path(sys.argv[1]).rglob("*") if p.is_file() and p.suffix not in (".md", ".jsonl")
                and p.stat().st_size <= int(sys.argv[2]))
 inputs = [(p.parent.name, p.name, p.read_bytes()) for p in files]
 # the baseline: the same bytes split into lines and searched with every family's prefilter in Python re
-union = re.compile("|".join(f"(?:{family_grammar(n).prefilter_regex()})" for n in ("kernel", "journal", "nccl", "traceback", "trainlog")))
+union = re.compile(for_python("|".join(f"(?:{family_grammar(n).prefilter_regex()})" for n in ("kernel", "journal", "nccl", "traceback", "trainlog"))))
 ours, base, by_source = [], [], {}
 first = None
 for source, name, data in inputs:
@@ -267,7 +269,8 @@ print(json.dumps({"seconds": elapsed, "rows": rows, "rss_mb": resource.getrusage
 
 def to_ere(pattern: str) -> str:
     """Translate the prefilter (Python/Rust syntax) into POSIX ERE for ``grep -E``."""
-    out = pattern.replace("(?:", "(").replace("*?", "*").replace("+?", "+")
+    out = pattern.replace("(?-u:\\b)", "\\b").replace("(?-u:\\B)", "\\B")
+    out = out.replace("(?:", "(").replace("*?", "*").replace("+?", "+")
     out = out.replace("[^\\n]", ".").replace("\\n", "")
     out = out.replace("\\d", "[0-9]").replace("\\s", "[[:space:]]").replace("\\w", "[[:alnum:]_]")
     return re.sub(r"\\([/'])", r"\1", out)

@@ -22,6 +22,7 @@ from lark import Lark, Token, Transformer, Tree
 from lark.exceptions import LarkError
 
 from .grammar import FamilyGrammar, family_grammar, kind_of, parser, rule_of
+from .regex import for_python
 
 Fields = dict[str, Any]
 Enricher = Callable[[dict[str, Any], str], Fields]
@@ -63,7 +64,7 @@ class Families:
 
     @cached_property
     def _anchors(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
-        return tuple((k, re.compile(self.grammar.anchor_regex(k))) for k in self.grammar.families)
+        return tuple((k, re.compile(for_python(self.grammar.anchor_regex(k)))) for k in self.grammar.families)
 
     def lark(self) -> Lark:
         return parser(self.name, self.transformer)

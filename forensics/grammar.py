@@ -51,7 +51,8 @@ class FamilyGrammar:
     source: str
 
     def anchor_regex(self, kind: str) -> str:
-        """The family's anchors as one regex for an unanchored search (Rust or Python syntax)."""
+        """The family's anchors as one regex for an unanchored search (Rust's syntax; Python's ``re``
+        takes it through :func:`.regex.for_python`)."""
         return self._search_regexes[kind]
 
     def prefilter_regex(self) -> str:

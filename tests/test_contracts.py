@@ -15,7 +15,7 @@ import forensics
 from forensics import catalog, schema
 from forensics.grammar import family_grammar, grammar_dir, kind_of, parser, rule_aliases
 from forensics.pci import canonical_bdf
-from forensics.regex import PYTHON_ROWS, first_match
+from forensics.regex import PYTHON_ROWS, ascii_classes, first_match, for_python
 from forensics.sources import envelope
 
 DESIGN = Path(__file__).parents[1] / "docs" / "DESIGN.md"
@@ -78,7 +78,7 @@ def test_prefilter_compiles_in_polars_and_python(name: str) -> None:
     import polars as pl
 
     regex = family_grammar(name).prefilter_regex()
-    re.compile(regex)
+    re.compile(for_python(regex))
     assert pl.Series(["hello"]).str.contains(regex).to_list() == [False]
 
 
@@ -165,6 +165,17 @@ def _golden_lines() -> list[str]:
         lines += path.read_bytes().decode("utf-8", "replace").splitlines()
     return lines
 
+
+
+def test_word_boundaries_are_ascii_in_polars_and_python() -> None:
+    """A pattern's word boundaries are ASCII in both engines (Rust's fast engine cannot decide a Unicode
+    one beside a non-ASCII character): Polars and Python's ``re`` agree beside é, CJK and bar blocks."""
+    texts = ["NCCL WARN x", "NCCL WARNé x", "éNCCL WARN", "█ NCCL WARN", "NCCL WARN█", "WARNING", "日本WARN", "x_WARN"]
+    for pattern in (r"\bWARN\b", r"WARN\B", r"(?:NCCL )?WARN\b ?", r"\w\bWARN"):
+        rust = pl.Series(texts).str.contains(ascii_classes(pattern)).to_list()
+        assert rust == [bool(re.search(for_python(ascii_classes(pattern)), t)) for t in texts], pattern
+    assert pl.Series(["NCCL WARNé", "日本WARN"]).str.contains(ascii_classes(r"\bWARN\b")).to_list() == [True, True]
+    assert ascii_classes(ascii_classes(r"\bWARN\b")) == ascii_classes(r"\bWARN\b")
 
 
 def test_first_match_in_python_is_the_polars_chain_on_real_lines() -> None:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..regex import for_python
 from ..text import WHITESPACE
 from .prefix import GLUED
 from .records import WINDOW
@@ -49,7 +50,7 @@ _INDENTED = re.compile(rb"^(?![ \t]*\d+%\|)\s+\S")
 #: cluster]``, nor a progress bar's ``[elapsed<remaining, …]`` (tqdm, Lightning).
 _PREFIX_END = re.compile(rb"(?:\[[^\]\s]*\]|\[\d{4}-\d\d-\d\d[ T][^\]]*\]|:\d+\])\s*$")
 _BAR_TIMES = re.compile(rb"\[\d+:\d\d(?::\d\d)?<(?:\d+:\d\d(?::\d\d)?|\?)[^\[\]]*\]\s*$")
-_GLUED = re.compile(GLUED)
+_GLUED = re.compile(for_python(GLUED))
 
 
 #: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):

@@ -31,7 +31,7 @@ from typing import Any
 
 import polars as pl
 
-from ..regex import ascii_classes
+from ..regex import ascii_classes, for_python
 from ..text import key_lines, small_key
 from .base import collect
 
@@ -75,7 +75,7 @@ ENVELOPE = ascii_classes(
 _STAMP_OPENING = ascii_classes(r"^(?:\[|" + _STAMP + ")")
 _STAMPED = ascii_classes(r"^(?P<env>" + _STAMP + "?" + _AFTER_STAMP + r")")
 #: The groups of the prefixes :data:`_STAMPED` leaves out (null on the lines it reads).
-_PREFIX_GROUPS = tuple(sorted(re.compile(ENVELOPE).groupindex.keys() - re.compile(_STAMPED).groupindex.keys()))
+_PREFIX_GROUPS = tuple(sorted(re.compile(for_python(ENVELOPE)).groupindex.keys() - re.compile(for_python(_STAMPED)).groupindex.keys()))
 
 #: After a syslog-style stamp: ``[host] ident[pid]: [uptime] [caller]``.
 SYSLOG_HEAD = ascii_classes(

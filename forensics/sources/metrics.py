@@ -125,7 +125,7 @@ def read_metrics(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         )  # fmt: skip
         # a key may name its value's unit ("elapsed time per iteration (ms)", "train_step_timing in s")
         unit = pl.col("unit").fill_null("")
-        unit = pl.when(unit == "").then(pl.col("key").str.extract(r"(?:\(|\bin )(ms|s)\)?\s*$", 1).fill_null("")).otherwise(unit)
+        unit = pl.when(unit == "").then(pl.col("key").str.extract(ascii_classes(r"(?:\(|\bin )(ms|s)\)?\s*$"), 1).fill_null("")).otherwise(unit)
         value = pl.col("value").str.replace_all(",", "", literal=True).str.replace(r"x+$", "")
         printed = pl.coalesce(_key_name(pl.col("key")), pl.col("unit"))
         read = read.with_columns(unit=unit, printed=printed, name=printed.replace(alias)).filter(
