@@ -28,7 +28,7 @@ MAX_GROWTH = 8
 
 #: What may start, continue or end a block on a row: the class patterns of ``data/job_records.toml``
 #: unanchored (a logger prefix may stand before them). :func:`_row_marked` adds an indented row and one
-#: ending in ``]``. A blank row is not marked: a block takes one only when the next row with text
+#: ending as a logger prefix does. A blank row is not marked: a block takes one only when the next row with text
 #: continues it (a chained traceback, a C++ stack, a RAS table), and that row is marked.
 _MARKER = re.compile(
     rb'Traceback \(most|File "|During handling|The above exception|frame #\d|Exception raised from|terminate called'
@@ -54,7 +54,7 @@ _GLUED = re.compile(for_python(GLUED))
 
 
 #: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):
-#: the anchored markers (an indented line, an empty one) are tested after it too.
+#: what follows it is tested as a row too, and nothing following it is a prefix alone (its message next).
 _LEAD = re.compile(rb"^(?:\[\d+,\d+\]<\w+>: ?|\[\d+\] |[\w.-]+: (?:[\w.-]+: )?|\[(?:rank|default)\d+\]: ?|\([^)]*pid=\d+[^)]*\) )+")
 
 
