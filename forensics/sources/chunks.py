@@ -10,7 +10,7 @@ from typing import Any
 
 from ..regex import for_python
 from ..text import WHITESPACE
-from .prefix import GLUED
+from .prefix import GLUE_HINTS, GLUED
 from .records import WINDOW
 
 #: Bytes per chunk of a big job log (cut at a line where no record spans). A chunk's frames take tens of
@@ -51,6 +51,7 @@ _INDENTED = re.compile(rb"^(?![ \t]*\d+%\|)\s+\S")
 _PREFIX_END = re.compile(rb"(?:\[[^\]\s]*\]|\[\d{4}-\d\d-\d\d[ T][^\]]*\]|:\d+\])\s*$")
 _BAR_TIMES = re.compile(rb"\[\d+:\d\d(?::\d\d)?<(?:\d+:\d\d(?::\d\d)?|\?)[^\[\]]*\]\s*$")
 _GLUED = re.compile(for_python(GLUED))
+_GLUE_HINTS = tuple(hint.encode() for hint in GLUE_HINTS)
 
 
 #: A launcher's or logger's prefix at the start of a line (mpirun tags, pdsh hosts, ``[rank3]:``, Ray):
@@ -65,7 +66,7 @@ def _rows(line: bytes) -> list[bytes]:
     rows: list[bytes] = []
     for segment in segments:
         glued = None
-        if b"%|" in segment or b"(total: " in segment:
+        if any(hint in segment for hint in _GLUE_HINTS):
             glued = _GLUED.match(segment.decode("utf-8", "surrogateescape"))
         rows += [segment] if glued is None else [g.encode("utf-8", "surrogateescape") for g in glued.group("bar", "rest")]
     return rows

@@ -137,6 +137,8 @@ _ANSI = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z
 #: a faulthandler dump (``Extension modules: numpy…, torch._C (total: 22)``).
 GLUED = ascii_classes(r"^(?P<bar>.*?(?:\d+%\|[^|]*\|[^\[\n]*\[[^\]]*\]|Extension modules: [^()\n]*\(total: \d+\)))"
                       r"(?P<rest>\S.*)$")  # fmt: skip
+#: What a line holds when text may be glued after it: :data:`GLUED` is searched only in such lines.
+GLUE_HINTS = ("%|", "(total: ")
 
 
 def lines_frame(lines: pl.Series) -> pl.DataFrame:
@@ -158,9 +160,7 @@ def lines_frame(lines: pl.Series) -> pl.DataFrame:
             pl.when(segments.list.len() == 0).then(pl.lit([""], pl.List(pl.String))).otherwise(segments).alias("text")
         ).explode("text")
         df = pl.concat([df.filter(~redrawn), split]).sort("i", maintain_order=True)
-    candidates = df.get_column("text").str.contains("%|", literal=True) | df.get_column("text").str.contains(
-        "(total: ", literal=True
-    )
+    candidates = df.select(pl.any_horizontal(text.str.contains(hint, literal=True) for hint in GLUE_HINTS)).to_series()
     glued = candidates & df.get_column("text").str.contains(GLUED)
     if glued.any():
         parts = text.str.extract_groups(GLUED)
