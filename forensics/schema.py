@@ -184,6 +184,13 @@ KINDS: frozenset[str] = frozenset(
         # added (journal services): fabric manager, kubelet, container runtime, device plugin, persistenced
         "svc.fabricmanager", "svc.kubelet", "svc.container_runtime", "svc.device_plugin", "svc.persistenced",
         "svc.slurm", "svc.dcgm",  # added (journal services): Slurm's daemons, DCGM's host engine
+        # added (message catalogs, forensics/data/messages/pytorch.toml): a line the sources call `other` or
+        # a bare traceback takes these kinds in the diagnosis when PyTorch's catalog reads it
+        "torch.store_error", "torch.rendezvous_error", "torch.gloo_error", "torch.dataloader_error", "torch.shm_error",
+        # added (message catalogs: ipmi.toml, vendor.toml, linux_thermal.toml): what a BMC's event log, a
+        # vendor's health tool or the kernel's thermal code says, by the part it names (issue 34's vocabulary)
+        "bmc.psu", "bmc.power", "bmc.thermal", "bmc.fan", "bmc.memory", "bmc.pcie", "bmc.cpu", "bmc.drive", "bmc.event",
+        "host.thermal",
         "other", "unparsed",
     }
 )  # fmt: skip

@@ -1,0 +1,293 @@
+"""Message catalogs: what each message of the programs whose output we read means for a postmortem.
+
+Every program that prints into the logs (CUDA, NVML, NCCL, PyTorch, the container toolkit, kubelet, the
+fabric manager, smartd, …) has a catalog in ``data/messages/<emitter>.toml``, taken from that
+program's own source or documentation and cited row by row: the message's pattern (from its format
+string), its event kind, the root causes it points at with a weight, and its role in a failure
+(``initiating``: the fault reported first-hand; ``cascade``: the consequence of a fault elsewhere;
+``teardown``: shutdown noise; ``context``: weak evidence). The numbers those programs print stand in
+``data/messages/codes.csv``: every ``cudaError_t``, ``CUresult``, ``nvmlReturn_t``, ``ncclResult_t``,
+errno, ``ibv_wc_status`` and Xid with its name and string, so ``error=35``, ``cuda runtime error (35)``,
+``CUDA error 35`` and ``cudaErrorInsufficientDriver`` are one row.
+
+A catalog row whose pattern captures a number in a group named for an enum (``cuda_code``, ``cu_code``,
+``nvml_code``, ``nccl_code``, ``errno``, ``wc_status``, ``xid``) or a symbol in ``name`` takes the causes
+of that code's row: ``THCudaCheck FAIL … error=35`` reads as the insufficient driver it names, and an
+Xid that says ``caused by previous Xid 79`` as the GPU that fell off the bus. The names and the
+strings of the codes are searched too (a string only when it is long enough to be unambiguous).
+
+>>> c = load()
+>>> hit = c.best("RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version")
+>>> hit.cause, hit.code.name
+('driver', 'cudaErrorInsufficientDriver')
+>>> c.best("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=35 : unknown").cause
+'driver'
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import polars as pl
+
+from .regex import ascii_classes, for_python
+
+ROLES = ("initiating", "cascade", "teardown", "context")
+#: What a row's weight is worth by its role when it stands alone as the evidence of a cause.
+ROLE_FACTOR = {"initiating": 1.0, "context": 0.5, "cascade": 0.4, "teardown": 0.1}
+#: The named group that carries each enum's number in a message pattern.
+ENUM_GROUPS = {"cuda_code": "cudaError_t", "cu_code": "CUresult", "nvml_code": "nvmlReturn_t",
+               "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid"}  # fmt: skip
+ENUMS = tuple(dict.fromkeys(ENUM_GROUPS.values()))
+#: A code's string is searched on its own only when it is at least this long (``out of memory`` is not).
+MIN_STRING = 20
+#: Patterns per alternation in the one pass over a column: Rust's regex keeps each within its size limit.
+PER_PASS = 48
+_FOLDER = "messages"
+#: Words of trouble in a line no source gave a severity (an application's own log, a command's output):
+#: such a line is kept from a file no source claims, and listed when nothing explains an incident.
+TROUBLE = (r"(?i)\b(?:errors?|fail|failed|failure|fatal|exception|critical|warn|warning|panic|abort|aborted"
+           r"|timed out|timeout|killed|denied|refused|unreachable)\b")
+
+
+@dataclass(frozen=True)
+class Code:
+    """One value of an enum a program prints (``cudaError_t`` 35, errno 28, Xid 79)."""
+
+    enum: str
+    code: int
+    name: str
+    string: str
+    kind: str
+    causes: tuple[tuple[str, float], ...]
+    role: str
+    cite: str
+    since: str = ""
+    until: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of one program: the row of its catalog."""
+
+    id: str
+    emitter: str
+    pattern: str
+    kind: str
+    causes: tuple[tuple[str, float], ...]
+    role: str
+    cite: str
+    format: str = ""
+    example: str = ""
+    since: str = ""
+    until: str = ""
+    file: str = ""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A message's reading: the catalog row that matched, and the code it names, if any."""
+
+    id: str
+    kind: str
+    causes: tuple[tuple[str, float], ...]
+    role: str
+    code: Code | None = None
+
+    @property
+    def cause(self) -> str | None:
+        """The strongest cause candidate."""
+        return max(self.causes, key=lambda c: c[1])[0] if self.causes else None
+
+    @property
+    def weight(self) -> float:
+        """The strongest candidate's weight, worth what its role makes it worth."""
+        return max((w for _, w in self.causes), default=0.0) * ROLE_FACTOR[self.role]
+
+
+@dataclass(eq=False)
+class Catalog:
+    entries: tuple[Entry, ...]
+    codes: tuple[Code, ...]
+    _by_number: dict[tuple[str, int], Code] = field(default_factory=dict, repr=False)
+    _by_name: dict[str, Code] = field(default_factory=dict, repr=False)
+    _by_string: dict[str, Code] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for c in self.codes:  # a current row (no `until`) wins over the rows of older numberings and wordings
+            for index, key in ((self._by_number, (c.enum, c.code)), (self._by_name, c.name),
+                               (self._by_string, c.string.lower())):  # fmt: skip
+                if key not in index or not c.until:
+                    index[key] = c  # type: ignore[index]
+
+    def code(self, enum: str, value: int | str) -> Code | None:
+        """The row of ``value`` (a number, or a symbol) in ``enum``."""
+        if isinstance(value, str) and not value.lstrip("-").isdigit():
+            c = self._by_name.get(value)
+            return c if c is not None and c.enum == enum else None
+        return self._by_number.get((enum, int(value)))
+
+    @property
+    def all(self) -> tuple[Entry, ...]:
+        """The catalogs' rows and the rows made from the codes' names and strings."""
+        return self.entries + _code_entries(self.codes)
+
+    def read(self, text: str) -> list[Hit]:
+        """Every reading of ``text``: one per catalog row whose pattern it holds."""
+        out = []
+        for group, compiled in _compiled(self):
+            if not group.search(text):
+                continue
+            for entry, rx in compiled:
+                m = rx.search(text)
+                if m is not None:
+                    out.append(self._hit(entry, m))
+        return out
+
+    def best(self, text: str) -> Hit | None:
+        """The reading of ``text`` that points most strongly at a cause, or None. A catalog's own row
+        with causes is preferred to a code's bare name or string (NCCL's "posix_fallocate failed: No space
+        left on device" is its shared memory, not a full disk); then the strongest weight wins."""
+        hits = self.read(text)
+        return max(hits, key=lambda h: (h.weight > 0, not h.id.startswith("code."), h.weight)) if hits else None
+
+    def anchors(self) -> list[str]:
+        """Alternations of every pattern (Rust syntax, groups unnamed): a message holding none of them
+        has no reading, so one pass of these over a column finds the rows worth reading."""
+        return [p for p, _ in _passes(self)]
+
+    def _hit(self, entry: Entry, m: re.Match[str]) -> Hit:
+        code = None
+        for group, value in m.groupdict().items():
+            if value is None:
+                continue
+            if group in ENUM_GROUPS:
+                code = self.code(ENUM_GROUPS[group], value) if value.lstrip("-").isdigit() else None
+            elif group == "name":
+                code = self._by_name.get(value)
+            elif group == "string":
+                code = self._by_string.get(value.lower())
+            if code is not None:
+                break
+        if code is None:
+            return Hit(entry.id, entry.kind, entry.causes, entry.role)
+        kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
+        return Hit(entry.id, kind, code.causes or entry.causes, entry.role, code)
+
+
+def frame(catalog: Catalog, messages: pl.Series) -> pl.DataFrame:
+    """The best reading of each message: ``i`` (its position), ``catalog`` (the row's id), ``cat_kind``,
+    ``cat_cause``, ``cat_weight`` (weight × role factor), ``cat_role``; messages with no reading are left
+    out. One vectorized pass of :meth:`Catalog.anchors` finds the messages to read in Python."""
+    schema = {"i": pl.UInt32, "catalog": pl.String, "cat_kind": pl.String, "cat_cause": pl.String,
+              "cat_weight": pl.Float64, "cat_role": pl.String}  # fmt: skip
+    if messages.len() == 0:
+        return pl.DataFrame(schema=schema)
+    col = messages.cast(pl.String).fill_null("")
+    hit = pl.select(pl.any_horizontal([col.str.contains(p) for p in catalog.anchors()])).to_series()
+    rows = []
+    for i in hit.arg_true().to_list():
+        best = catalog.best(col[i])
+        if best is not None:
+            rows.append((i, best.id, best.kind, best.cause, round(best.weight, 4), best.role))
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _causes(value: object) -> tuple[tuple[str, float], ...]:
+    if isinstance(value, dict):
+        return tuple((str(k), float(v)) for k, v in value.items())
+    out = []
+    for part in str(value or "").split(";"):
+        if part.strip():
+            cause, _, weight = part.partition("=")
+            out.append((cause.strip(), float(weight)))
+    return tuple(out)
+
+
+def _data_files(suffix: str) -> list[tuple[str, str]]:
+    folder = resources.files("forensics.data").joinpath(_FOLDER)
+    return sorted((f.name, f.read_text("utf-8")) for f in folder.iterdir() if f.name.endswith(suffix))
+
+
+@cache
+def load() -> Catalog:
+    """Every catalog and code table shipped in ``forensics/data/messages``."""
+    entries = []
+    for name, text in _data_files(".toml"):
+        doc = tomllib.loads(text)
+        emitter = doc.get("catalog", {}).get("emitter", name.removesuffix(".toml"))
+        for m in doc.get("message", []):
+            entries.append(Entry(
+                id=m["id"], emitter=emitter, pattern=_scoped(m["pattern"]), kind=m.get("kind", "other"),
+                causes=_causes(m.get("causes", {})), role=m.get("role", "context"), cite=m.get("cite", ""),
+                format=m.get("format", ""), example=m.get("example", ""), since=m.get("since", ""),
+                until=m.get("until", ""), file=name,
+            ))  # fmt: skip
+    codes = []
+    for _, text in _data_files(".csv"):
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+        for r in csv.DictReader(io.StringIO(body)):
+            codes.append(Code(
+                enum=r["enum"], code=int(r["code"]), name=r["name"], string=r["string"], kind=r.get("kind") or "",
+                causes=_causes(r.get("causes")), role=r.get("role") or "initiating", cite=r.get("cite") or "",
+                since=r.get("since") or "", until=r.get("until") or "",
+            ))  # fmt: skip
+    return Catalog(tuple(entries), tuple(codes))
+
+
+def _code_entries(codes: tuple[Code, ...]) -> tuple[Entry, ...]:
+    """Rows that read the codes' symbols (one per enum) and their strings (those with causes, long
+    enough to stand alone)."""
+    out = []
+    names: dict[str, list[str]] = {}
+    for c in codes:
+        if c.enum != "xid" and c.name:
+            names.setdefault(c.enum, []).append(c.name)
+    for enum, symbols in names.items():
+        alternation = "|".join(re.escape(s) for s in sorted(set(symbols), key=len, reverse=True))
+        out.append(Entry(id=f"code.{enum}.name", emitter="codes", pattern=rf"\b(?P<name>{alternation})\b",
+                         kind="other", causes=(), role="initiating", cite="codes.csv"))  # fmt: skip
+    strings = sorted({c.string for c in codes if c.enum != "xid" and c.causes and len(c.string) >= MIN_STRING},
+                     key=len, reverse=True)
+    if strings:
+        alternation = "|".join(re.escape(s) for s in strings)
+        out.append(Entry(id="code.string", emitter="codes", pattern=f"(?i:(?P<string>{alternation}))",
+                         kind="other", causes=(), role="initiating", cite="codes.csv"))  # fmt: skip
+    return tuple(out)
+
+
+_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def _unnamed(pattern: str) -> str:
+    return _GROUP.sub("(?:", pattern)
+
+
+def _scoped(pattern: str) -> str:
+    """A pattern's leading global flags (``(?i)``) scoped to it, so that it can stand in an alternation."""
+    m = re.match(r"\(\?([aimsux]+)\)", pattern)
+    return f"(?{m.group(1)}:{pattern[m.end():]})" if m else pattern
+
+
+@cache
+def _passes(catalog: Catalog) -> tuple[tuple[str, tuple[Entry, ...]], ...]:
+    entries = catalog.all
+    out = []
+    for i in range(0, len(entries), PER_PASS):
+        part = entries[i : i + PER_PASS]
+        out.append(("|".join(f"(?:{ascii_classes(_unnamed(e.pattern))})" for e in part), part))
+    return tuple(out)
+
+
+@cache
+def _compiled(catalog: Catalog) -> tuple[tuple[re.Pattern[str], tuple[tuple[Entry, re.Pattern[str]], ...]], ...]:
+    return tuple(
+        (re.compile(for_python(alternation)), tuple((e, re.compile(for_python(ascii_classes(e.pattern)))) for e in part))
+        for alternation, part in _passes(catalog)
+    )  # fmt: skip

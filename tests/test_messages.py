@@ -1,0 +1,225 @@
+"""The message catalogs (forensics/data/messages): every row well formed and reading what its program
+prints, every code of the enums present, one code whatever its spelling, and the diagnosis using them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import forensics
+from forensics import messages
+from forensics.mine.language import CAUSES
+from forensics.parse import parse_bytes
+from forensics.regex import ascii_classes, for_python
+from forensics.schema import KINDS
+
+CATALOG = messages.load()
+ROOT = Path(__file__).parents[1]
+ENTRIES = {e.id: e for e in CATALOG.entries}
+
+
+def test_ids_are_unique() -> None:
+    assert len(ENTRIES) == len(CATALOG.entries)
+
+
+@pytest.mark.parametrize("entry_id", sorted(ENTRIES))
+def test_a_row_is_well_formed_and_cited(entry_id: str) -> None:
+    e = ENTRIES[entry_id]
+    assert e.id.startswith(f"{e.emitter}.")
+    assert e.role in messages.ROLES
+    assert e.kind in KINDS
+    assert all(c in CAUSES and 0 < w <= 1 for c, w in e.causes), e.causes
+    assert e.cite and e.example
+    # Python's re and Polars' Rust regex both take the pattern
+    re.compile(for_python(ascii_classes(e.pattern)))
+    assert pl.Series([e.example]).str.contains(ascii_classes(messages._unnamed(e.pattern))).item()
+
+
+_CONVERSION = re.compile(
+    r'%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([diouxXeEfgGcspu])|%"\s*PRI([diux])\d+\s*"|\{[^}]*\}')
+_SAMPLE = {"d": "7", "i": "7", "u": "7", "o": "7", "x": "7f", "X": "7F", "p": "0x7f00", "f": "1.5", "e": "1.5",
+           "g": "1.5", "c": "x"}  # fmt: skip
+
+
+def built(fmt: str) -> str:
+    """A message built from a printf or Python format string: numbers for numeric conversions, a word
+    for the others."""
+    return _CONVERSION.sub(lambda m: _SAMPLE.get(m.group(1) or m.group(2) or "", "xyz"), fmt)
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)}
+
+
+@pytest.mark.parametrize("entry_id", sorted(ENTRIES))
+def test_a_row_reads_what_its_format_prints(entry_id: str) -> None:
+    """The catalog reads the message built from the row's format string as the row says: its kind and its
+    causes (or those of the code the message names). A row made for one value of a parameter (a signal's
+    name, a completion status) or for one line of a message printed over several reads its example
+    instead, whose words are the format's."""
+    e = ENTRIES[entry_id]
+    message = built(e.format) if e.format else e.example
+    hits = {h.id: h for h in CATALOG.read(message)}
+    if e.id not in hits:
+        words, printed = _words(e.example), _words(e.format)
+        shared = len(words & printed)
+        assert shared >= 0.6 * len(printed) or shared >= 0.6 * len(words), (e.format, e.example)
+        message, hits = e.example, {h.id: h for h in CATALOG.read(e.example)}
+    assert e.id in hits, (message, sorted(hits))
+    hit = hits[e.id]
+    if hit.code is None:
+        assert (hit.kind, hit.causes, hit.role) == (e.kind, e.causes, e.role)
+    else:
+        assert hit.causes == (hit.code.causes or e.causes)
+
+
+# The values of each enum in its newest header, as the headers number them (CUDA 13 driver_types.h
+# and cuda.h, nvml.h of NVML API 13, nccl.h of 2.2x): a sample of each across its ranges, and every value
+# of the small ones.
+CUDA_RUNTIME = {0: "cudaSuccess", 1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation",
+                3: "cudaErrorInitializationError", 4: "cudaErrorCudartUnloading", 35: "cudaErrorInsufficientDriver",
+                46: "cudaErrorDevicesUnavailable", 98: "cudaErrorInvalidDeviceFunction", 100: "cudaErrorNoDevice",
+                101: "cudaErrorInvalidDevice", 200: "cudaErrorInvalidKernelImage",
+                209: "cudaErrorNoKernelImageForDevice", 214: "cudaErrorECCUncorrectable",
+                700: "cudaErrorIllegalAddress", 701: "cudaErrorLaunchOutOfResources", 702: "cudaErrorLaunchTimeout",
+                710: "cudaErrorAssert", 719: "cudaErrorLaunchFailure", 802: "cudaErrorSystemNotReady",
+                803: "cudaErrorSystemDriverMismatch", 804: "cudaErrorCompatNotSupportedOnDevice",
+                999: "cudaErrorUnknown"}  # fmt: skip
+CUDA_DRIVER = {0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
+               3: "CUDA_ERROR_NOT_INITIALIZED", 4: "CUDA_ERROR_DEINITIALIZED", 100: "CUDA_ERROR_NO_DEVICE",
+               101: "CUDA_ERROR_INVALID_DEVICE", 200: "CUDA_ERROR_INVALID_IMAGE", 214: "CUDA_ERROR_ECC_UNCORRECTABLE",
+               700: "CUDA_ERROR_ILLEGAL_ADDRESS", 719: "CUDA_ERROR_LAUNCH_FAILED", 802: "CUDA_ERROR_SYSTEM_NOT_READY",
+               999: "CUDA_ERROR_UNKNOWN"}  # fmt: skip
+NVML = dict(enumerate(
+    ["SUCCESS", "ERROR_UNINITIALIZED", "ERROR_INVALID_ARGUMENT", "ERROR_NOT_SUPPORTED", "ERROR_NO_PERMISSION",
+     "ERROR_ALREADY_INITIALIZED", "ERROR_NOT_FOUND", "ERROR_INSUFFICIENT_SIZE", "ERROR_INSUFFICIENT_POWER",
+     "ERROR_DRIVER_NOT_LOADED", "ERROR_TIMEOUT", "ERROR_IRQ_ISSUE", "ERROR_LIBRARY_NOT_FOUND",
+     "ERROR_FUNCTION_NOT_FOUND", "ERROR_CORRUPTED_INFOROM", "ERROR_GPU_IS_LOST", "ERROR_RESET_REQUIRED",
+     "ERROR_OPERATING_SYSTEM", "ERROR_LIB_RM_VERSION_MISMATCH", "ERROR_IN_USE", "ERROR_MEMORY", "ERROR_NO_DATA",
+     "ERROR_VGPU_ECC_NOT_SUPPORTED", "ERROR_INSUFFICIENT_RESOURCES", "ERROR_FREQ_NOT_SUPPORTED",
+     "ERROR_ARGUMENT_VERSION_MISMATCH", "ERROR_DEPRECATED", "ERROR_NOT_READY", "ERROR_GPU_NOT_FOUND",
+     "ERROR_INVALID_STATE"])) | {999: "ERROR_UNKNOWN"}  # fmt: skip
+NCCL = dict(enumerate(["ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+                       "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"]))  # fmt: skip
+WC = {0: "IBV_WC_SUCCESS", 5: "IBV_WC_WR_FLUSH_ERR", 12: "IBV_WC_RETRY_EXC_ERR", 13: "IBV_WC_RNR_RETRY_EXC_ERR",
+      21: "IBV_WC_GENERAL_ERR"}  # fmt: skip
+ERRNO = {5: "EIO", 12: "ENOMEM", 28: "ENOSPC", 30: "EROFS", 104: "ECONNRESET", 110: "ETIMEDOUT",
+         111: "ECONNREFUSED", 113: "EHOSTUNREACH", 116: "ESTALE", 122: "EDQUOT"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("enum", "values", "prefix", "every"), [
+    ("cudaError_t", CUDA_RUNTIME, "", False), ("CUresult", CUDA_DRIVER, "", False),
+    ("nvmlReturn_t", NVML, "NVML_", True), ("ncclResult_t", NCCL, "", True),
+    ("ibv_wc_status", WC, "", False), ("errno", ERRNO, "", False),
+])  # fmt: skip
+def test_every_value_of_an_enum_is_present(enum: str, values: dict[int, str], prefix: str, every: bool) -> None:
+    have = {c.code: c for c in CATALOG.codes if c.enum == enum}
+    for code, name in values.items():
+        assert code in have and CATALOG.code(enum, code).name == prefix + name, (enum, code, name)  # type: ignore[union-attr]
+        assert CATALOG.code(enum, prefix + name).code == code  # type: ignore[union-attr]
+    if every:  # the small enums: no value missing between the first and the last
+        assert set(range(max(c for c in values if c < 999) + 1)) <= set(have)
+    assert all(c.string or c.enum in ("CUresult", "nvmlReturn_t") for c in have.values())
+
+
+def test_the_renumbered_runtime_codes_keep_both_numberings() -> None:
+    """CUDA 10.1 moved cudaError_t onto the CUresult numbers: ECC uncorrectable was 39, is 214."""
+    old = [c for c in CATALOG.codes if c.enum == "cudaError_t" and c.name == "cudaErrorECCUncorrectable"]
+    assert {c.code for c in old} >= {39, 214}
+    assert CATALOG.code("cudaError_t", 214).causes[0][0] == "gpu_memory"
+
+
+@pytest.mark.parametrize("text", [
+    "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=35 : CUDA driver version is insufficient",
+    "RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at x.cpp:51",
+    "CUDA error 35 at cudaMalloc",
+    "cudaErrorInsufficientDriver",
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+])  # fmt: skip
+def test_one_code_whatever_its_spelling(text: str) -> None:
+    hit = CATALOG.best(text)
+    assert hit is not None and hit.code is not None
+    assert (hit.code.enum, hit.code.code, hit.cause) == ("cudaError_t", 35, "driver")
+
+
+def test_a_follower_that_names_its_cause_makes_it_the_candidate() -> None:
+    """The driver's Xid 45 says which Xid it cleans up after (kernel_rc.c): that Xid's cause is read."""
+    hit = CATALOG.best("NVRM: Xid (PCI:0000:1b:00): 45, pid=2311, name=python3, Ch 00000008 caused by previous Xid 74")
+    assert hit is not None and (hit.cause, hit.code.code, hit.role) == ("nvlink", 74, "initiating")  # type: ignore[union-attr]
+    assert CATALOG.code("xid", 45).role == "cascade"  # type: ignore[union-attr]
+
+
+def test_a_program_s_own_row_wins_over_a_bare_errno_string() -> None:
+    hit = CATALOG.best("include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device")
+    assert hit is not None and (hit.id, hit.cause) == ("nccl.shm_posix_fallocate_failed", "container_runtime")
+
+
+def test_frame_reads_a_column_in_one_pass() -> None:
+    col = pl.Series(["nothing here", None, "socketStartConnect: Connect to 10.1.1.2<3456> failed : No route to host"])
+    out = messages.frame(CATALOG, col)
+    assert out.select("i", "cat_cause").rows() == [(2, "network")]
+
+
+# ---------------------------------------------------------------------------------------- diagnosis
+
+
+def _diagnose_files(tmp_path: Path, files: dict[str, str | Path]) -> dict[str, object]:
+    inc = tmp_path / "inc"
+    for name, content in files.items():
+        (inc / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copy(content, inc / name)
+        else:
+            (inc / name).write_text(content)
+    forensics.ingest([inc], tmp_path / "ds", jobs=1)
+    return forensics.diagnose(forensics.open_dataset(tmp_path / "ds")).row(0, named=True)
+
+
+def test_a_warning_that_names_the_driver_is_the_cause(tmp_path: Path) -> None:
+    """A real UserWarning (drv-yuan2-65): PyTorch's "driver on your system is too old" is the driver."""
+    d = _diagnose_files(tmp_path, {"n/stderr.log": ROOT / "corpus/drv-yuan2-65-torch-driver-too-old-11000/node-a/stderr.log"})
+    assert (d["root_cause"], d["rule"]) == ("driver", "catalog:pytorch.cuda_driver_too_old")
+
+
+def test_an_unclaimed_file_is_read_by_the_catalogs(tmp_path: Path) -> None:
+    """smartd's mail belongs to no source; its failure line is still the evidence (storage-osm-232)."""
+    mail = ROOT / "corpus/storage-osm-232-urmel-smartd-impending-failure/urmel/smartd-mail.txt"
+    assert parse_bytes(mail.read_bytes(), file="m", unclaimed="list").events.num_rows >= 0
+    d = _diagnose_files(tmp_path, {"urmel/smartd-mail.txt": mail})
+    assert d["root_cause"] in ("storage", "unknown")
+
+
+def test_an_incident_nothing_explains_lists_what_it_found(tmp_path: Path) -> None:
+    log = "2024-05-01 10:00:00 ERROR frobnicator lost its widget\n2024-05-01 10:00:01 WARNING retrying the widget\n"
+    d = _diagnose_files(tmp_path, {"n/app.log": log})
+    assert d["root_cause"] == "unknown"
+    assert [e["role"] for e in d["evidence"]] and {e["role"] for e in d["evidence"]} == {"found"}
+
+
+def test_ecc_before_an_oom_on_the_host_is_the_memory(tmp_path: Path) -> None:
+    """mem-bigscience-tr1-13b: the ECC error of one job, then the next job's OOM on the same node."""
+    src = ROOT / "corpus/mem-bigscience-tr1-13b-ecc-uncorrectable-then-oom/node-a"
+    d = _diagnose_files(tmp_path, {f"node-a/{p.name}": p for p in src.iterdir()})
+    assert d["root_cause"] == "gpu_memory"
+
+
+def test_a_job_log_opening_with_nvidia_smi_keeps_every_event_after_it() -> None:
+    table = (ROOT / "tests/golden/nvsmi").glob("nvsmi-table-*.txt")
+    head = next(iter(sorted(table)), None)
+    assert head is not None
+    tail = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    x.cuda()\n"
+            "RuntimeError: cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version "
+            "at /pytorch/aten/src/THC/THCGeneral.cpp:74\n")  # fmt: skip
+    data = head.read_bytes().rstrip(b"\n") + b"\n" + tail.encode()
+    alone = parse_bytes(head.read_bytes(), file="t")
+    both = parse_bytes(data, file="t")
+    assert both.gpus.num_rows == alone.gpus.num_rows
+    after = [r for r in both.events.to_pylist() if r["line"] > head.read_bytes().count(b"\n")]
+    assert [(r["line"], r["source"]) for r in after] == [(head.read_bytes().count(b"\n") + 1, "torch")]
+    assert "cuda runtime error (35)" in after[0]["message"]
+    assert both.files.column("lines")[0].as_py() == data.count(b"\n")
+    assert both.files.column("source")[0].as_py() == "nvsmi"
