@@ -178,7 +178,20 @@ class Catalog:
         if code is None:
             return Hit(entry.id, entry.kind, entry.causes, entry.role)
         kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
-        return Hit(entry.id, kind, code.causes or entry.causes, entry.role, code)
+        return Hit(entry.id, kind, _merged(entry.causes, code.causes), _weaker(entry.role, code.role), code)
+
+
+def _merged(a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    """Two rows' cause candidates, each at the stronger of its two weights (the code's first)."""
+    out = dict(b)
+    for cause, weight in a:
+        out[cause] = max(weight, out.get(cause, 0.0))
+    return tuple(out.items())
+
+
+def _weaker(a: str, b: str) -> str:
+    """The role worth less: an Xid 45 read through the generic Xid line stays the cascade it is."""
+    return min(a, b, key=lambda r: ROLE_FACTOR[r])
 
 
 def frame(catalog: Catalog, messages: pl.Series) -> pl.DataFrame:

@@ -178,7 +178,7 @@ def diagnosis_json_lines(diagnoses: pl.DataFrame) -> Iterator[str]:
         yield json.dumps(obj, ensure_ascii=False)
 
 
-_ROLE_MARK = {"failure": "!", "precursor": ">", "related": "+", "follower": "~"}
+_ROLE_MARK = {"failure": "!", "precursor": ">", "related": "+", "follower": "~", "found": "?"}
 
 
 def _first_failure_text(d: dict[str, object]) -> str:
@@ -201,7 +201,8 @@ def _evidence_line(e: dict[str, object]) -> tuple[str, ...]:
 
 def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
     """The diagnosis table, then (``evidence``) each incident's evidence rows, marked ``!`` failure,
-    ``>`` precursor, ``+`` related, ``~`` follower."""
+    ``>`` precursor, ``+`` related, ``~`` follower; for an incident nothing explains, ``?`` marks what it
+    holds (warnings, errors, lines a catalog reads)."""
     if diagnoses.height == 0:
         return "(no incidents)\n"
     rows = [(d["incident"], d["root_cause"], f"{d['confidence']:.2f}", d["rule"] or "-", _first_failure_text(d))
@@ -215,7 +216,9 @@ def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
                        + (f"; also {alt}" if alt else ""))  # fmt: skip
             lines = [_evidence_line(e) for e in d["evidence"]]
             if not lines:
-                out.append("  (no evidence: no rule matched)")
+                out.append("  (no evidence: no rule matched, no warning or error found)")
+            elif d["root_cause"] == "unknown":
+                out.append("  no rule or catalog explains it; what it holds, most telling first:")
             out += ["  " + line for line in _grid([""] * 5, lines, set())[1:]] if lines else []
     return "\n".join(line.rstrip() for line in out) + "\n"
 

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from . import sources
+from . import messages, sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS
-from .sources import joblog, journal
+from .sources import joblog, journal, nvsmi
 from .sources.base import SourceResult, events_table
 
 #: How much of a file sniffing reads.
@@ -69,25 +71,75 @@ def parse_bytes(
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
 
     A file no source claims is read as ``other`` rows (``unclaimed="other"``, what ``forensics parse``
-    does) or only counted in its ``files`` row with ``source`` null (``unclaimed="list"``, what ingest
-    does with the configuration files and command outputs of an archive).
+    does) or, with ``unclaimed="list"`` (what ingest does with the configuration files and command
+    outputs of an archive), keeps only the rows that say something: those the kernel source gives a
+    kind, and those a message catalog reads (:mod:`forensics.messages`: smartd's mail, ``hpasmcli``'s
+    failed power supply, a container runtime's error); its ``files`` row keeps ``source`` null and
+    counts every line.
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
     chosen, confidence = _choose(data, source)
     if chosen is None and unclaimed == "list":
-        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=None)
-        return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
-                                                             size=len(data), confidence=confidence),
+        result = sources.get("kernel").parse(data, file=file, incident=incident, host=host, year=year,
+                                             timezone=timezone, on_error=on_error)  # fmt: skip
+        kept = _said(result.events)
+        listed = SourceResult(kept, lines=result.lines, records=kept.num_rows, unparsed=0, error=result.error)
+        return Parsed(events=kept, files=_files_row(listed, incident=incident, file=file, source=None,
+                                                     size=len(data), confidence=confidence),
                       source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
     module = sources.get(chosen or "kernel")
+    split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
+    head, rest = (data, b"") if split is None else _cut(data, split)
     result: SourceResult = module.parse(
-        data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
+        head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
     )
+    if rest.strip():  # a file is read by every family whose records it holds: the output after the dump
+        after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                            on_error=on_error, unclaimed=unclaimed)  # fmt: skip
+        result = _joined(result, after, offset=split or 0)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
     files = _files_row(result, incident=incident, file=file, source=chosen, size=len(data), confidence=confidence)
     return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence)
+
+
+def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
+    """``data`` cut after its first ``lines`` lines."""
+    at = 0
+    for _ in range(lines):
+        at = data.index(b"\n", at) + 1 if b"\n" in data[at:] else len(data)
+    return data[:at], data[at:]
+
+
+def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
+    """The rows of a file's first family and of the output after it (its line numbers shifted)."""
+    def shifted(t: pa.Table) -> pa.Table:
+        i = t.schema.get_field_index("line")
+        return t.set_column(i, t.schema.field(i), pc.add(t.column("line"), offset).cast(t.schema.field(i).type))
+
+    events, metrics = shifted(after.events), shifted(after.metrics)
+    f = after.files.to_pylist()[0]
+    return SourceResult(
+        pa.concat_tables([first.events, events]), lines=first.lines + f["lines"], records=first.records + f["records"],
+        unparsed=first.unparsed + f["unparsed"], error=first.error or f["error"],
+        invalid_utf8_lines=first.invalid_utf8_lines, gpus=first.gpus,
+        metrics=pa.concat_tables([first.metrics, metrics]) if first.metrics is not None else metrics,
+    )  # fmt: skip
+
+
+def _said(events: pa.Table) -> pa.Table:
+    """The rows of an unclaimed file worth keeping: a kind of their own, a catalog's reading, or words of
+    trouble (:data:`forensics.messages.TROUBLE`)."""
+    if events.num_rows == 0:
+        return events
+    frame = pl.from_arrow(events)
+    read = messages.frame(messages.load(), frame.get_column("message")).get_column("i")
+    keep = frame.with_row_index("_i").filter(
+        ~pl.col("kind").is_in(["other", "unparsed"]) | pl.col("_i").is_in(read.implode())
+        | pl.col("message").str.contains(messages.TROUBLE)
+    )  # fmt: skip
+    return keep.drop("_i").to_arrow().cast(events.schema)
 
 
 def count_lines(data: bytes) -> int:

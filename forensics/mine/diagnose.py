@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from . import signals
-from .engine import finish, matching, prepare, run_library, select_rows
+from .engine import _SEV, finish, incident_ends, matching, prepare, run_library, select_rows
 from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
@@ -99,8 +99,8 @@ def _chunks(ids: list[str], size: int) -> list[list[str]]:
 
 def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame:
     order = {r.name: n for n, r in enumerate(library.rules)}
-    matches = run_library(p, library).with_columns(
-        _order=pl.col("rule").replace_strict(order, return_dtype=pl.Int32)
+    matches = pl.concat([run_library(p, library), _catalog_matches(p)]).with_columns(
+        _order=pl.col("rule").replace_strict(order, default=len(order), return_dtype=pl.Int32)
     )
     ranked = matches.sort(["incident", "score", "t_fail", "_order"], descending=[False, True, False, False],
                           nulls_last=True)  # fmt: skip
@@ -132,7 +132,54 @@ def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame
         alternatives=pl.col("alternatives").fill_null(pl.lit([], dtype=alternatives.schema["alternatives"])),
     )
     out = _unknown_first_failure(p, out)
+    out = _list_found(p, out)
     return out.select(COLUMNS).sort("incident")
+
+
+#: A catalog reading alone is worth this share of its weight against a rule's chain of events.
+CATALOG = 0.85
+#: Readings older than this before the job's end are history, not the cause (the rules' default horizon).
+CATALOG_HORIZON_US = 2 * 3_600_000_000
+
+
+def _catalog_matches(p: pl.DataFrame) -> pl.DataFrame:
+    """Each row a message catalog reads as pointing at a cause, as a one-step match scored by its
+    weight (× :data:`CATALOG`): every error the catalogs know gets its cause candidate, and a rule's
+    chain outweighs a lone reading of the same strength. Followers are not blamed."""
+    rows = p.filter(pl.col("cat_cause").is_not_null() & (pl.col("cat_weight") > 0) & ~pl.col("follower"))
+    rows = rows.join(incident_ends(p), on="incident", how="left").filter(
+        (pl.col("t") >= pl.col("end") - CATALOG_HORIZON_US).fill_null(True)
+    )
+    return rows.select(
+        "incident", rule=pl.lit("catalog:") + pl.col("catalog"), cause="cat_cause",
+        score=(pl.col("cat_weight") * CATALOG).round(4), rows=pl.concat_list(pl.col("row")),
+        hows=pl.concat_list(pl.lit("time")), failure="row", t_fail="t",
+    )  # fmt: skip
+
+
+#: Rows listed as the evidence of an incident nothing explains.
+FOUND = 10
+
+
+def _list_found(p: pl.DataFrame, out: pl.DataFrame) -> pl.DataFrame:
+    """For an incident no rule or catalog explains, the warnings and errors it holds (role ``found``),
+    the catalog's readings first, then the most severe, then the earliest: what a user reads next."""
+    unknown = out.filter(pl.col("root_cause") == "unknown").select("incident")
+    if unknown.height == 0:
+        return out
+    rows = p.join(unknown, on="incident").filter(
+        pl.col("extra") | (pl.col("sev") >= _SEV_WARNING) | pl.col("catalog").is_not_null()
+    )
+    rows = rows.sort(["incident", "cat_weight", "sev", "t", "file", "line"],
+                     descending=[False, True, True, False, False, False], nulls_last=True)  # fmt: skip
+    found = rows.group_by("incident", maintain_order=True).head(FOUND).group_by("incident", maintain_order=True).agg(
+        _found=pl.struct(*_EVIDENCE[:-1], role=pl.lit("found"), message="message")
+    )  # fmt: skip
+    out = out.join(found, on="incident", how="left")
+    return out.with_columns(
+        evidence=pl.when(pl.col("_found").is_not_null() & (pl.col("evidence").list.len() == 0))
+        .then(pl.col("_found").cast(out.schema["evidence"])).otherwise("evidence")
+    ).drop("_found")
 
 
 def _events(source: Any) -> pl.LazyFrame:
@@ -146,6 +193,7 @@ def _events(source: Any) -> pl.LazyFrame:
 #: Kinds of hardware events: the first failure is the earliest of them in the chain, else its earliest error.
 _HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
 _EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
+_SEV_WARNING = _SEV["warning"]
 
 
 #: At most this many rows besides the chain: more events of the chain's kinds, then followers.
@@ -164,7 +212,9 @@ def _evidence(p: pl.DataFrame, best: pl.DataFrame, library: Library) -> pl.DataF
     rules = {r.name: r for r in library.rules}
     related = [p.clear().select("incident", "row")]
     for name, won in chain.select("incident", "rule").unique().group_by("rule"):
-        rule = rules[str(name[0])]
+        rule = rules.get(str(name[0]))
+        if rule is None:  # a catalog's reading: one row, no steps to find more of
+            continue
         related += [matching(p, replace(s.match, followers=True), ["incident", "row"]).join(won, on="incident", how="semi")
                     for s in rule.steps]  # fmt: skip
     more = pl.concat(related).join(p.select("row", "host"), on="row").join(hosts, on=["incident", "host"])
@@ -203,7 +253,7 @@ def _gpu_behind_port(p: pl.DataFrame, first: pl.DataFrame) -> pl.DataFrame:
     then takes the host's one GPU that the NVIDIA driver or a GPU event names (``nvidia 0000:03:00.0:
     AER: can't recover``), when there is exactly one; a GPU address stays as it is."""
     gpu_rows = pl.col("kind").str.contains(r"^(?:gpu|cuda|nccl|torch|job)\.") | pl.col("message").str.starts_with("nvidia ")
-    known = p.filter(gpu_rows).select("incident", host="host", gpu="gpu").drop_nulls().unique()
+    known = p.filter(gpu_rows & ~pl.col("extra")).select("incident", host="host", gpu="gpu").drop_nulls().unique()
     is_gpu = first.join(known, left_on=["incident", "first_host", "first_gpu"], right_on=["incident", "host", "gpu"],
                         how="semi")  # fmt: skip
     behind = (

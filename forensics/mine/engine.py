@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..schema import SEVERITIES
+from .. import messages
+from ..schema import KINDS, SEVERITIES
 from .language import Follower, Library, Match, Rule
 
 #: What a link found by each method is worth against one found in time.
@@ -109,28 +110,67 @@ def _cheap_union(matches: list[Match]) -> pl.Expr:
 
 def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.DataFrame:
     """The events some rule, follower or first-failure search can use, with the ``detail`` fields the
-    rules read as columns ``_d_<key>`` instead of ``detail`` itself.
+    rules read as columns ``_d_<key>`` instead of ``detail`` itself; and besides them (``extra`` true)
+    the rows a message catalog reads (:mod:`forensics.messages`) and each incident's first
+    :data:`LISTED` warnings and errors, which the diagnosis weighs and lists when no rule explains them.
+    Every row carries its catalog reading (``catalog``, ``cat_cause``, ``cat_weight``, ``cat_role``;
+    null without one).
 
-    A LazyFrame is filtered by kind in the scan; a DataFrame (a chunk already read) in memory."""
+    A LazyFrame is filtered by kind and catalog anchors in the scan; a DataFrame (a chunk already read)
+    in memory."""
     matches = _matches(library)
     same = _same_fields(library)
     keys = sorted({key for m in matches for key, _ in m.detail} | set(DETAIL_KEYS) | set(same))
     kinds = sorted(library.kinds() | set(_EXTRA))
-    p = events.lazy().filter(pl.col("kind").is_in(kinds)).select(*_COLUMNS, "detail").collect()
-    p = accept(p, _cheap_union(matches)).with_columns(follower=pl.lit(False)).with_row_index("_i")
+    catalog = messages.load()
+    read = pl.any_horizontal([pl.col("message").str.contains(a) for a in catalog.anchors()]).fill_null(False)
+    said = pl.col("severity").is_in(["warning", "error", "critical"]) | (
+        pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
+    listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
+    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed).select(*_COLUMNS, "detail").collect()
+    p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
+    readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
+    # A generic kind (an exception, an `other` line, "No space left on device") takes the kind of the catalog
+    # row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a filesystem error.
+    p = p.join(readings, on="_i", how="left").with_columns(
+        kind=pl.when(pl.col("kind").is_in(GENERIC) & ~pl.col("catalog").str.starts_with("code.")
+                     & pl.col("cat_kind").is_in(sorted(KINDS))).then("cat_kind").otherwise("kind")
+    ).drop("cat_kind")  # fmt: skip
+    ruled = accept(p.filter(pl.col("kind").is_in(kinds)), _cheap_union(matches))
     # The detail fields rules read, each extracted only from the kinds that carry it.
     for key in keys:
         carriers = sorted({k for m in matches if key in dict(m.detail) for k in m.expanded()}
                           | set(DETAIL_KEYS.get(key, ())) | set(same.get(key, ())))  # fmt: skip
-        sub = p.filter(pl.col("kind").is_in(carriers)).select("_i", detail_field(key).alias(f"_d_{key}"))
+        sub = ruled.filter(pl.col("kind").is_in(carriers)).select("_i", detail_field(key).alias(f"_d_{key}"))
         p = p.join(sub, on="_i", how="left", maintain_order="left")
     p = p.drop("detail")
     # Rows a predicate without text accepts are in; the text predicates run on the rows their cheap ones kept.
+    ruled = p.join(ruled.select("_i"), on="_i", how="semi")
     plain = [m for m in matches if text_expr(m, followers=False) is None]
-    keep = [accept(p, _cheap_union(plain)).get_column("_i")]
-    keep += [matching(p, m, ["_i"], followers=False).get_column("_i") for m in matches
+    keep = [accept(ruled, _cheap_union(plain)).get_column("_i")]
+    keep += [matching(ruled, m, ["_i"], followers=False).get_column("_i") for m in matches
              if text_expr(m, followers=False) is not None]  # fmt: skip
-    return p.filter(pl.col("_i").is_in(pl.concat(keep).unique().implode())).drop("_i", "follower")
+    kept = pl.concat(keep).unique()
+    read_rows = p.filter(pl.col("catalog").is_not_null()).get_column("_i")
+    first = (
+        p.filter(listed & ~pl.col("_i").is_in(kept.implode()))
+        .sort("incident", pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8), "ts",
+              descending=[False, True, False], nulls_last=True)
+        .group_by("incident", maintain_order=True).head(LISTED).get_column("_i")
+    )  # fmt: skip
+    wanted = pl.concat([kept, read_rows, first]).unique()
+    p = p.filter(pl.col("_i").is_in(wanted.implode()))
+    return p.with_columns(extra=~pl.col("_i").is_in(kept.implode())).drop("_i", "follower")
+
+
+#: Kinds a catalog's reading replaces: what a source calls a line it knows only as `other`, a bare traceback
+#: or a filesystem error (a rule tuned to an exception or a CUDA error keeps its kind).
+GENERIC = ["other", "unparsed", "py.traceback", "fs.error"]
+#: Warnings and errors kept per incident besides what the rules and catalogs read: what ``diagnose``
+#: lists for an incident nothing explains.
+LISTED = 20
+#: Kinds never listed that way: a trainer's step lines and the job's end are no evidence of a cause.
+_UNLISTED = ["train.step", "job.exit", "job.child_failed", "job.report", "host.boot"]
 
 
 def finish(rows: pl.DataFrame, library: Library) -> pl.DataFrame:
@@ -232,6 +272,7 @@ def _file_order(left: pl.DataFrame, right: pl.DataFrame, keys: list[str], strate
 
 def incident_ends(p: pl.DataFrame) -> pl.DataFrame:
     """Per incident, when the job ended: its last torchrun failure, else its last error, else its last event."""
+    p = p.filter(~pl.col("extra")) if "extra" in p.columns else p
     return p.group_by("incident").agg(
         end=pl.coalesce(
             pl.col("t").filter(pl.col("kind").is_in(END_KINDS)).max(),

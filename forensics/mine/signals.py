@@ -32,6 +32,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import messages
 from ..schema import EVENTS
 from ..store import Dataset, OpenDataset, _replacing
 from . import engine
@@ -48,8 +49,9 @@ CHUNK = 500
 def fingerprint(library: Library) -> str:
     """What the selection depends on: every predicate the library's rules and followers test, the
     kinds they name, and the source of the engine that applies them."""
-    source = Path(engine.__file__).read_bytes()
-    text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA))
+    source = Path(engine.__file__).read_bytes() + Path(messages.__file__).read_bytes()
+    text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA,
+                 messages.load().entries, messages.load().codes))
     return hashlib.blake2b(source + text.encode(), digest_size=8).hexdigest()
 
 

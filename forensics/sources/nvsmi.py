@@ -515,6 +515,44 @@ def _table_rows(lines: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+#: Lines of a plain ``nvidia-smi`` table (its borders and rows) and of its head (the date, the command).
+_TABLE_LINE = re.compile(r"^[ \t]*(?:[|+]|$)")
+#: Lines of a ``-q`` dump: indented fields, its banner and head fields, a GPU's heading, blank lines.
+_Q_LINE = re.compile(r"^(?:[ \t]|$|=+NVSMI LOG=+|Timestamp|Driver Version|CUDA Version|Attached GPUs|GPU [0-9A-Fa-f]{4,8}:)")
+
+
+def extent(data: bytes) -> int | None:
+    """The number of lines an ``nvidia-smi`` table or ``-q`` dump spans from the top of ``data``, when
+    other output follows it (a job's log that opens with ``nvidia-smi``); None when the dump runs to the
+    end or ``data`` is XML or CSV (those are the whole file)."""
+    mode = _mode(data)
+    if mode not in ("table", "text"):
+        return None
+    lines = data[:SCAN_BYTES].decode("utf-8", "replace").splitlines()
+    own = _TABLE_LINE if mode == "table" else _Q_LINE
+    start = next((n for n, line in enumerate(lines) if (_TABLE_BANNER if mode == "table" else _Q_START).search(line)),
+                 None)  # fmt: skip
+    if start is None:
+        return None
+    end = start
+    for n in range(start, len(lines)):
+        if own.match(lines[n]) or _CTIME.match(lines[n]):
+            end = n
+        elif lines[n].strip():
+            break
+    else:
+        return None
+    # the last line of the dump is its last non-blank line
+    while end > start and not lines[end].strip():
+        end -= 1
+    return end + 1
+
+
+#: How far :func:`extent` looks for a dump's end.
+SCAN_BYTES = 4 << 20
+_Q_START = re.compile(r"=+NVSMI LOG=+|^GPU [0-9A-Fa-f]{4,8}:")
+
+
 # ---------------------------------------------------------------------------------------- parse
 
 
