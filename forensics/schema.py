@@ -177,6 +177,7 @@ KINDS: frozenset[str] = frozenset(
         "py.traceback", "cpp.abort", "cpp.stack", "job.report",
         "train.loss_nonfinite", "train.grad_nonfinite", "train.overflow", "train.stall",
         "train.step",  # added: a trainer's step line (its values are in the metrics table)
+        "train.loss_spike",  # added: a finite loss ≥ 1.5× the median of the stream's 20 losses before it
         "gpu.ecc_uncorrectable", "gpu.remap_pending", "gpu.remap_failure", "gpu.retired_pages",
         "gpu.pcie_degraded", "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.power_slowdown",
         "gpu.missing", "gpu.reset_required",

@@ -143,6 +143,8 @@ class _Carry:
     rows: int = 0
     comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
     bad: dict[tuple[str, int | None, str], tuple[bool, int | None]] = field(default_factory=dict)
+    #: Per step stream (host, rank, style): its last LOSS_WINDOW finite losses, and whether the last was a spike.
+    losses: dict[tuple[str, int | None, str], tuple[list[float], bool]] = field(default_factory=dict)
     #: Step lines (``i``, ``host``, ``rank``, ``ts``, ``step``) not yet folded into ``streams`` and ``gaps``.
     steps: list[pl.DataFrame] = field(default_factory=list)
     #: Per step stream (host, rank): its last step line (``i``, ``ts``, ``step``) and ``n`` step lines.
@@ -348,6 +350,10 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
         grad_name=pl.col("name").filter(bad_grad).first(),
         grad_value=pl.col("value").filter(bad_grad).first(),
         has_loss=is_loss.any(),
+        loss_v=pl.coalesce(pl.col("value").filter(main & ~nonfinite).first(),
+                           pl.col("value").filter(is_loss & ~nonfinite).first()),
+        loss_name_v=pl.coalesce(pl.col("name").filter(main & ~nonfinite).first(),
+                                pl.col("name").filter(is_loss & ~nonfinite).first()),
         skipped=skipped,
         scale=scale,
     )  # fmt: skip
@@ -381,13 +387,16 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
         pl.col("bad").last(), pl.col("after_good").last()
     ).iter_rows():  # fmt: skip
         carry.bad[(h, r, st)] = (b, g)
+    lines = lines.join(_loss_spikes(lines, stream, carry), on="rec", how="left")
+    spike = pl.col("spike").fill_null(False) & ~pl.col("bad")
     onset = pl.col("bad") & ~pl.col("was_bad")
     # a loss seen non-finite names the onset; one only missing (Megatron) yields to a gradient seen so
     loss_first = pl.col("loss_bad") & (pl.col("loss_name").is_not_null() | ~pl.col("grad_bad"))
     kind = (
         pl.when(onset & loss_first).then(pl.lit("train.loss_nonfinite"))
         .when(onset).then(pl.lit("train.grad_nonfinite"))
-        .when(overflow).then(pl.lit("train.overflow")).otherwise(pl.lit("train.step"))
+        .when(overflow).then(pl.lit("train.overflow"))
+        .when(spike).then(pl.lit("train.loss_spike")).otherwise(pl.lit("train.step"))
     )  # fmt: skip
     value = pl.when(loss_first).then(pl.col("loss_value")).otherwise(pl.col("grad_value"))
     value_text = (
@@ -398,11 +407,15 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
     name = pl.when(loss_first).then(pl.coalesce("loss_name", pl.lit("loss"))).otherwise(pl.col("grad_name"))
     both = pl.col("loss_bad") & pl.col("grad_bad")
     return lines.select(
-        "rec", kind=kind, code=pl.when(onset | overflow).then(pl.col("step")),
+        "rec", kind=kind, code=pl.when(onset | overflow | spike).then(pl.col("step")),
         detail=pl.struct(
             style="style", step="step",
-            metric=pl.when(onset).then(name).when(overflow).then(pl.lit("skipped_iterations")),
-            value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64).cast(pl.String)),
+            metric=pl.when(onset).then(name).when(overflow).then(pl.lit("skipped_iterations"))
+            .when(spike).then(pl.col("loss_name_v")),
+            value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64).cast(pl.String))
+            .when(spike).then(pl.col("loss_v").cast(pl.String)),
+            # a spike's level before it: the median of the stream's LOSS_WINDOW finite losses before it
+            median=pl.when(spike & ~onset & ~overflow).then(pl.col("median").round(6).cast(pl.String)),
             # the loss scale the interval ended at: overflows that keep one scale never let a step through
             scale=pl.when(overflow & ~onset).then(pl.col("scale")),
             last_finite_step=pl.when(onset).then(pl.col("last_good").replace(no_step, None)),
@@ -411,6 +424,32 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
             ),
         ),
     )
+
+
+#: A loss at least SPIKE times the median of its stream's last LOSS_WINDOW finite losses (once at least
+#: LOSS_HISTORY are known) is a spike: a run diverging before it turns NaN, or a bad batch or bad hardware.
+SPIKE, LOSS_WINDOW, LOSS_HISTORY = 1.5, 20, 10
+
+
+def _loss_spikes(lines: pl.DataFrame, stream: list[str], carry: _Carry) -> pl.DataFrame:
+    """``rec``, ``median`` and ``spike`` of the step lines with a finite loss: the first of a run of losses
+    at least :data:`SPIKE` × the median of the stream's finite losses before it (carried over chunks)."""
+    have = lines.filter(pl.col("loss_v").is_not_null() & (pl.col("loss_v") > 0)).select(*stream, "rec", "loss_v")
+    history = [(h, r, st, -n - 1, v) for (h, r, st), (vs, _) in carry.losses.items() for n, v in enumerate(reversed(vs))]
+    before = pl.DataFrame(history, schema=have.schema, orient="row")
+    rows = pl.concat([before, have]).sort("rec").with_columns(
+        median=pl.col("loss_v").shift(1).rolling_median(LOSS_WINDOW, min_samples=LOSS_HISTORY).over(stream)
+    )  # fmt: skip
+    high = (pl.col("loss_v") >= SPIKE * pl.col("median")).fill_null(False)
+    was = {k: w for k, (_, w) in carry.losses.items()}
+    rows = rows.with_columns(high=high).with_columns(prev=pl.col("high").shift(1).over(stream))
+    for (h, r, st), part in rows.group_by(stream, maintain_order=True):
+        vals = part.get_column("loss_v").to_list()[-LOSS_WINDOW:]
+        carry.losses[(h, r, st)] = (vals, bool(part.get_column("high")[-1]))  # type: ignore[index]
+    first = pl.struct(stream).map_elements(lambda k: was.get((k["s_host"], k["rank"], k["style"]), False),
+                                           return_dtype=pl.Boolean)  # fmt: skip
+    prev = pl.coalesce("prev", first) if was else pl.col("prev").fill_null(False)
+    return rows.filter(pl.col("rec") >= 0).select("rec", "median", spike=pl.col("high") & ~prev.fill_null(False))
 
 
 def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.DataFrame, *, file: str,
@@ -448,7 +487,7 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
         details.append(json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False, default=str))
     fam_text = pl.Series([None] * df.height, dtype=pl.String).scatter(fam_rows, pl.Series(details, dtype=pl.String))
     # step lines (many): the style's fields and the envelope's, encoded in Polars
-    step_fields = [pl.col("s_detail").struct.field(name) for name in ("style", "step", "metric", "value", "scale", "last_finite_step", "also")]
+    step_fields = [pl.col("s_detail").struct.field(name) for name in ("style", "step", "metric", "value", "scale", "last_finite_step", "also", "median")]
     step_detail = _json_without_nulls(pl.struct(*step_fields, *envelope_detail, stamp.alias("stamp")))
     by_logger = (
         pl.when(pl.col("logger") == "nccl").then(pl.lit("nccl"))
@@ -476,7 +515,8 @@ def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.D
         ts=pl.col("ts"),
         uptime_s=pl.lit(None, pl.Float64),
         kind=pl.coalesce("f_kind", "s_kind", pl.lit("other")),
-        severity=pl.coalesce("f_severity", pl.when(pl.col("s_kind").is_not_null() & (pl.col("s_kind") != "train.step")).then(pl.lit("error")),
+        severity=pl.coalesce("f_severity", pl.when(pl.col("s_kind") == "train.loss_spike").then(pl.lit("warning")),
+                             pl.when(pl.col("s_kind").is_not_null() & (pl.col("s_kind") != "train.step")).then(pl.lit("error")),
                              pl.when(pl.col("s_kind").is_not_null()).then(pl.lit("debug")), "level", pl.lit("info")),
         gpu=pl.col("f_gpu"),
         rank=pl.coalesce("f_rank", "rank"),
