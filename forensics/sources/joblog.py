@@ -143,8 +143,8 @@ class _Carry:
     rows: int = 0
     comm: dict[tuple[str, int, int], tuple[int | None, str | None]] = field(default_factory=dict)
     bad: dict[tuple[str, int | None, str], tuple[bool, int | None]] = field(default_factory=dict)
-    #: Per step stream (host, rank, style): its last LOSS_WINDOW finite losses, and whether the last was a spike.
-    losses: dict[tuple[str, int | None, str], tuple[list[float], bool]] = field(default_factory=dict)
+    #: Per step stream (host, rank, style): its last LOSS_WINDOW finite losses, and whether its last two were high.
+    losses: dict[tuple[str, int | None, str], tuple[list[float], list[bool]]] = field(default_factory=dict)
     #: Step lines (``i``, ``host``, ``rank``, ``ts``, ``step``) not yet folded into ``streams`` and ``gaps``.
     steps: list[pl.DataFrame] = field(default_factory=list)
     #: Per step stream (host, rank): its last step line (``i``, ``ts``, ``step``) and ``n`` step lines.
@@ -427,29 +427,35 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
 
 
 #: A loss at least SPIKE times the median of its stream's last LOSS_WINDOW finite losses (once at least
-#: LOSS_HISTORY are known) is a spike: a run diverging before it turns NaN, or a bad batch or bad hardware.
+#: LOSS_HISTORY are known), and the next one high too, is a spike: a run diverging before it turns NaN (one
+#: high loss that comes back down is a bad batch, and is not one).
 SPIKE, LOSS_WINDOW, LOSS_HISTORY = 1.5, 20, 10
 
 
 def _loss_spikes(lines: pl.DataFrame, stream: list[str], carry: _Carry) -> pl.DataFrame:
-    """``rec``, ``median`` and ``spike`` of the step lines with a finite loss: the first of a run of losses
-    at least :data:`SPIKE` × the median of the stream's finite losses before it (carried over chunks)."""
+    """``rec``, ``median`` and ``spike`` of the step lines with a finite loss: the second of the first two
+    losses in a row at least :data:`SPIKE` × the median of the stream's finite losses before the first
+    (the stream's losses and its last two verdicts carried over chunks)."""
     have = lines.filter(pl.col("loss_v").is_not_null() & (pl.col("loss_v") > 0)).select(*stream, "rec", "loss_v")
     history = [(h, r, st, -n - 1, v) for (h, r, st), (vs, _) in carry.losses.items() for n, v in enumerate(reversed(vs))]
-    before = pl.DataFrame(history, schema=have.schema, orient="row")
-    rows = pl.concat([before, have]).sort("rec").with_columns(
+    rows = pl.concat([pl.DataFrame(history, schema=have.schema, orient="row"), have]).sort("rec")
+    rows = rows.with_columns(
         median=pl.col("loss_v").shift(1).rolling_median(LOSS_WINDOW, min_samples=LOSS_HISTORY).over(stream)
-    )  # fmt: skip
-    high = (pl.col("loss_v") >= SPIKE * pl.col("median")).fill_null(False)
-    was = {k: w for k, (_, w) in carry.losses.items()}
-    rows = rows.with_columns(high=high).with_columns(prev=pl.col("high").shift(1).over(stream))
+    ).with_columns(high=(pl.col("loss_v") >= SPIKE * pl.col("median")).fill_null(False))
+    # the verdicts of the carried losses are the ones they had: a high run is judged against the level before it
+    carried = pl.DataFrame([(h, r, st, -k - 1, flag) for (h, r, st), (_, flags) in carry.losses.items()
+                            for k, flag in enumerate(reversed(flags))],
+                           schema={**{c: have.schema[c] for c in stream}, "rec": pl.Int64, "_h": pl.Boolean},
+                           orient="row")  # fmt: skip
+    rows = rows.join(carried, on=[*stream, "rec"], how="left").with_columns(high=pl.coalesce("_h", "high")).drop("_h")
+    rows = rows.with_columns(prev=pl.col("high").shift(1).over(stream).fill_null(False),
+                             prev2=pl.col("high").shift(2).over(stream).fill_null(False))  # fmt: skip
     for (h, r, st), part in rows.group_by(stream, maintain_order=True):
-        vals = part.get_column("loss_v").to_list()[-LOSS_WINDOW:]
-        carry.losses[(h, r, st)] = (vals, bool(part.get_column("high")[-1]))  # type: ignore[index]
-    first = pl.struct(stream).map_elements(lambda k: was.get((k["s_host"], k["rank"], k["style"]), False),
-                                           return_dtype=pl.Boolean)  # fmt: skip
-    prev = pl.coalesce("prev", first) if was else pl.col("prev").fill_null(False)
-    return rows.filter(pl.col("rec") >= 0).select("rec", "median", spike=pl.col("high") & ~prev.fill_null(False))
+        flags = part.get_column("high").to_list()
+        carry.losses[(h, r, st)] = (part.get_column("loss_v").to_list()[-LOSS_WINDOW:], flags[-2:])  # type: ignore[index]
+    return rows.filter(pl.col("rec") >= 0).select(
+        "rec", median=pl.col("median").shift(1).over(stream), spike=pl.col("high") & pl.col("prev") & ~pl.col("prev2")
+    )  # fmt: skip
 
 
 def _rows(heads: pl.DataFrame, found: dict[int, dict[str, Any]], step_kind: pl.DataFrame, *, file: str,
