@@ -79,6 +79,18 @@ KNOWN_MISSES = {
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
     "nvlink-dcgm-304-local-nvlink-bad-state-nvls-bind-401": "NCCL's NVLS bind failure is the fabric manager's in pytorch#177472 and NVLink's here: the logs cannot tell",
+    # blind batch 1 (corpus/BLIND.md), misses left after the catalogs:
+    "gpuhw-bigscience-tr11-176b-gpu-crash-cuda-unknown-error": "gpu_hardware: 'CUDA error: unknown error' mid-run; the dead GPU is only in the operator's prose",
+    "gpuhw-mineru-426-unspecified-launch-failure-card-swapped": "gpu_hardware: an unspecified launch failure reads as the code's; the swapped card is in the prose",
+    "hang-nccl-147-ddp-first-broadcast-count-mismatch": "hang: ranks' NCCL INFO Broadcast lines with different counts: no source compares collectives across ranks yet",
+    "nvlink-nccl-1488-nvls-invalid-argument-fm-restart": "nvlink: a fabric manager restarted without a GPU reset; the corpus labels fabric-manager faults driver",
+    "nvlink-nccltests-276-h200-nvls-cuda-999-fm-error": "nvlink: as nccl-1488 (fabric manager restart), one NVLS line only",
+    "nvlink-nvdocker-1180-bridge-cuda-no-device-container": "nvlink: the NVLink bridge removed is in the prose; the log is a container start error",
+    "pcie-ethminer-40-riser-link-nvidia-smi-failed-gen2": "pcie_link: one nvidia-smi 'Unknown Error' line; the riser and the gen2 fix are in the prose",
+    "pcie-ogkm-387-2080ti-falls-off-bus-fixed-by-reseat": "pcie_link: fell off the bus with no AER; the reseat that fixed it is in the prose",
+    "pcie-returnn-1486-aer-corrected-timeout-gpu-unknown-error": "pcie_link: corrected AERs only, long before the GPU was lost: read as the GPU's fault",
+    "thermal-hubris-2361-cosmo-sp-overheat-poweroff": "thermal: a service processor's ring buffer (humility) that no source or catalog reads",
+    "thermal-rocm-tf-414-radeon-vii-fan-stuck-memory-access-fault": "thermal: one AMD memory access fault line; the stuck fan is in the prose",
 }
 
 
