@@ -204,12 +204,17 @@ def frame(catalog: Catalog, messages: pl.Series) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     col = messages.cast(pl.String).fill_null("")
     hit = pl.select(pl.any_horizontal([col.str.contains(p) for p in catalog.anchors()])).to_series()
-    rows = []
-    for i in hit.arg_true().to_list():
-        best = catalog.best(col[i])
+    found = pl.DataFrame({"i": hit.arg_true(), "message": col.filter(hit)})
+    # a message repeats (every rank prints it, every retry): each distinct one is read once
+    distinct = found.get_column("message").unique()
+    readings = []
+    for text in distinct.to_list():
+        best = catalog.best(text)
         if best is not None:
-            rows.append((i, best.id, best.kind, best.cause, round(best.weight, 4), best.role))
-    return pl.DataFrame(rows, schema=schema, orient="row")
+            readings.append((text, best.id, best.kind, best.cause, round(best.weight, 4), best.role))
+    read = pl.DataFrame(readings, schema={"message": pl.String, **{k: v for k, v in schema.items() if k != "i"}},
+                        orient="row")  # fmt: skip
+    return found.join(read, on="message", how="inner").sort("i").select(*schema).cast(schema)  # type: ignore[arg-type]
 
 
 def _causes(value: object) -> tuple[tuple[str, float], ...]:
