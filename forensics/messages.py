@@ -118,8 +118,11 @@ class Catalog:
     _by_number: dict[tuple[str, int], Code] = field(default_factory=dict, repr=False)
     _by_name: dict[str, Code] = field(default_factory=dict, repr=False)
     _by_string: dict[str, Code] = field(default_factory=dict, repr=False)
+    _numbered: dict[tuple[str, int], list[Code]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        for c in self.codes:
+            self._numbered.setdefault((c.enum, c.code), []).append(c)
         for c in self.codes:  # a current row (no `until`) wins over the rows of older numberings and wordings
             for index, key in ((self._by_number, (c.enum, c.code)), (self._by_name, c.name),
                                (self._by_string, c.string.lower())):  # fmt: skip
@@ -162,13 +165,24 @@ class Catalog:
         has no reading, so one pass of these over a column finds the rows worth reading."""
         return [p for p, _ in _passes(self)]
 
+    def _numbered_in(self, enum: str, value: str, text: str) -> Code | None:
+        """The row of number ``value``: where releases gave the number to two codes (CUDA 10.1 renumbered
+        cudaError_t; 13.2 reused 10), the one whose string the message prints, else the current one."""
+        rows = self._numbered.get((enum, int(value)), [])
+        if len(rows) > 1:
+            lowered = text.lower()
+            named = [c for c in rows if c.string and c.string.lower() in lowered]
+            if named:
+                return named[-1]
+        return self.code(enum, value)
+
     def _hit(self, entry: Entry, m: re.Match[str]) -> Hit:
         code = None
         for group, value in m.groupdict().items():
             if value is None:
                 continue
             if group in ENUM_GROUPS:
-                code = self.code(ENUM_GROUPS[group], value) if value.lstrip("-").isdigit() else None
+                code = self._numbered_in(ENUM_GROUPS[group], value, m.string) if value.lstrip("-").isdigit() else None
             elif group == "name":
                 code = self._by_name.get(value)
             elif group == "string":
@@ -178,15 +192,8 @@ class Catalog:
         if code is None:
             return Hit(entry.id, entry.kind, entry.causes, entry.role)
         kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
-        return Hit(entry.id, kind, _merged(entry.causes, code.causes), _weaker(entry.role, code.role), code)
-
-
-def _merged(a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-    """Two rows' cause candidates, each at the stronger of its two weights (the code's first)."""
-    out = dict(b)
-    for cause, weight in a:
-        out[cause] = max(weight, out.get(cause, 0.0))
-    return tuple(out.items())
+        # the code names the cause when it knows one: a wrapper's own candidates are its guess without it
+        return Hit(entry.id, kind, code.causes or entry.causes, _weaker(entry.role, code.role), code)
 
 
 def _weaker(a: str, b: str) -> str:

@@ -91,6 +91,16 @@ KNOWN_MISSES = {
     "pcie-returnn-1486-aer-corrected-timeout-gpu-unknown-error": "pcie_link: corrected AERs only, long before the GPU was lost: read as the GPU's fault",
     "thermal-hubris-2361-cosmo-sp-overheat-poweroff": "thermal: a service processor's ring buffer (humility) that no source or catalog reads",
     "thermal-rocm-tf-414-radeon-vii-fan-stuck-memory-access-fault": "thermal: one AMD memory access fault line; the stuck fan is in the prose",
+    # blind batch 2 (corpus/BLIND.md), misses left after this round:
+    "cr-gpuoperator-627-sandbox-device-plugin-glibc-232-not-found": "container_runtime: the loader's GLIBC_2.32 not found, in a device plugin's pod: no catalog reads ld.so",
+    "cr-jaxtoolbox-183-ncclshmopen-sigbus-gdb-shm-size": "container_runtime: SIGBUS in ncclShmOpen is a gdb backtrace; no source reads gdb",
+    "drv-awsome-203-efa-libfabric-old-nccl219-register-mr-einval": "driver: the OFI plugin's register failure reads as the network; the old EFA installer is in the prose",
+    "gpuhw-pai-4344-rminitadapter-0x26-one-gpu-missing": "gpu_hardware: RmInitAdapter failed reads as the driver's; the broken card is the maintainers' call",
+    "hang-bigscience-tr11-176b-eval-dataloader-deadlock": "hang: py-spy dumps of ranks in broadcast and a DataLoader get: no source reads py-spy",
+    "net-nccl-697-socket-transport-over-docker-bridges-bond0": "network: NCCL INFO channels via NET/Socket over docker bridges, no WARN: no rule reads the interfaces chosen",
+    "net-nccltests-219-socket-ifname-enp6s0-missing-on-peer": "network: nccl-tests' 'Test NCCL failure' with no NCCL line; the interface names are in the prose",
+    "nvlink-nccl-976-h100-nvls-invalid-argument-fm-restarted": "nvlink: NVLS 'invalid argument' after a fabric manager restart; the corpus labels fabric-manager faults driver",
+    "storage-arjuna-20-gpu-job-slurm-script-execve-enoent-nfs": "storage: slurmstepd's execve ENOENT of its own script; the NFS is the admin's hedged guess",
 }
 
 
