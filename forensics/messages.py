@@ -125,7 +125,7 @@ class Catalog:
             self._numbered.setdefault((c.enum, c.code), []).append(c)
         for c in self.codes:  # a current row (no `until`) wins over the rows of older numberings and wordings
             for index, key in ((self._by_number, (c.enum, c.code)), (self._by_name, c.name),
-                               (self._by_string, c.string.lower())):  # fmt: skip
+                               (self._by_string, _said(c.string))):  # fmt: skip
                 if key not in index or not c.until:
                     index[key] = c  # type: ignore[index]
 
@@ -186,7 +186,7 @@ class Catalog:
             elif group == "name":
                 code = self._by_name.get(value)
             elif group == "string":
-                code = self._by_string.get(value.lower())
+                code = self._by_string.get(_said(value))
             if code is not None:
                 break
         if code is None:
@@ -194,6 +194,12 @@ class Catalog:
         kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
         # the code names the cause when it knows one: a wrapper's own candidates are its guess without it
         return Hit(entry.id, kind, code.causes or entry.causes, _weaker(entry.role, code.role), code)
+
+
+def _said(text: str) -> str:
+    """A code's string as a key: case and a closing period do not matter (cudaGetErrorString ends some
+    strings with one, and PyTorch's "CUDA error: %s." may print it or not)."""
+    return text.strip().rstrip(".").lower()
 
 
 def _weaker(a: str, b: str) -> str:
