@@ -6,7 +6,7 @@ program's own source or documentation and cited row by row: the message's patter
 string), its event kind, the root causes it points at with a weight, and its role in a failure
 (``initiating``: the fault reported first-hand; ``cascade``: the consequence of a fault elsewhere;
 ``teardown``: shutdown noise; ``context``: weak evidence). The numbers those programs print stand in
-``data/messages/codes.csv``: every ``cudaError_t``, ``CUresult``, ``nvmlReturn_t``, ``ncclResult_t``,
+``data/messages/codes-*.csv``: every ``cudaError_t``, ``CUresult``, ``nvmlReturn_t``, ``ncclResult_t``,
 errno, ``ibv_wc_status`` and Xid with its name and string, so ``error=35``, ``cuda runtime error (35)``,
 ``CUDA error 35`` and ``cudaErrorInsufficientDriver`` are one row.
 
@@ -44,7 +44,6 @@ ROLE_FACTOR = {"initiating": 1.0, "context": 0.5, "cascade": 0.4, "teardown": 0.
 #: The named group that carries each enum's number in a message pattern.
 ENUM_GROUPS = {"cuda_code": "cudaError_t", "cu_code": "CUresult", "nvml_code": "nvmlReturn_t",
                "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid"}  # fmt: skip
-ENUMS = tuple(dict.fromkeys(ENUM_GROUPS.values()))
 #: A code's string is searched on its own only when it is at least this long (``out of memory`` is not).
 MIN_STRING = 20
 #: Patterns per alternation in the one pass over a column: Rust's regex keeps each within its size limit.
@@ -283,13 +282,13 @@ def _code_entries(codes: tuple[Code, ...]) -> tuple[Entry, ...]:
     for enum, symbols in names.items():
         alternation = "|".join(re.escape(s) for s in sorted(set(symbols), key=len, reverse=True))
         out.append(Entry(id=f"code.{enum}.name", emitter="codes", pattern=rf"\b(?P<name>{alternation})\b",
-                         kind="other", causes=(), role="initiating", cite="codes.csv"))  # fmt: skip
+                         kind="other", causes=(), role="initiating", cite="codes-*.csv"))  # fmt: skip
     strings = sorted({c.string for c in codes if c.enum != "xid" and c.causes and len(c.string) >= MIN_STRING},
                      key=len, reverse=True)
     if strings:
         alternation = "|".join(re.escape(s) for s in strings)
         out.append(Entry(id="code.string", emitter="codes", pattern=f"(?i:(?P<string>{alternation}))",
-                         kind="other", causes=(), role="initiating", cite="codes.csv"))  # fmt: skip
+                         kind="other", causes=(), role="initiating", cite="codes-*.csv"))  # fmt: skip
     return tuple(out)
 
 

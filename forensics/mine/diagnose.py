@@ -27,8 +27,9 @@ from typing import Any
 
 import polars as pl
 
+from ..schema import SEVERITIES
 from . import signals
-from .engine import _SEV, finish, incident_ends, matching, prepare, run_library, select_rows
+from .engine import finish, incident_ends, matching, prepare, run_library, select_rows
 from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
@@ -193,7 +194,7 @@ def _events(source: Any) -> pl.LazyFrame:
 #: Kinds of hardware events: the first failure is the earliest of them in the chain, else its earliest error.
 _HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
 _EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
-_SEV_WARNING = _SEV["warning"]
+_SEV_WARNING = SEVERITIES.index("warning")
 
 
 #: At most this many rows besides the chain: more events of the chain's kinds, then followers.

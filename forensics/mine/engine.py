@@ -130,8 +130,8 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed).select(*_COLUMNS, "detail").collect()
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
-    # A generic kind (an exception, an `other` line, "No space left on device") takes the kind of the catalog
-    # row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a filesystem error.
+    # A generic kind (GENERIC: an `other` line, a bare traceback, "No space left on device") takes the kind of
+    # the catalog row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a disk.
     p = p.join(readings, on="_i", how="left").with_columns(
         kind=pl.when(pl.col("kind").is_in(GENERIC) & ~pl.col("catalog").str.starts_with("code.")
                      & pl.col("cat_kind").is_in(sorted(KINDS))).then("cat_kind").otherwise("kind")
