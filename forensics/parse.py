@@ -23,6 +23,9 @@ SNIFF_BYTES = 64 * 1024
 #: ``other`` rows so that nothing is lost.
 MIN_CONFIDENCE = 0.05
 ON_ERROR = ("keep", "warn", "raise")
+#: A file no source claims is read for the lines worth keeping up to this size (a binary or a dump beyond
+#: it is only counted: reading it as kernel lines would cost memory for nothing).
+UNCLAIMED_READ_BYTES = 64 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 
@@ -73,13 +76,20 @@ def parse_bytes(
     A file no source claims is read as ``other`` rows (``unclaimed="other"``, what ``forensics parse``
     does) or, with ``unclaimed="list"`` (what ingest does with the configuration files and command
     outputs of an archive), keeps only the rows that say something: those the kernel source gives a
-    kind, and those a message catalog reads (:mod:`forensics.messages`: smartd's mail, ``hpasmcli``'s
-    failed power supply, a container runtime's error); its ``files`` row keeps ``source`` null and
-    counts every line.
+    kind, those a message catalog reads (:mod:`forensics.messages`: smartd's mail, ``hpasmcli``'s
+    failed power supply, a container runtime's error) and those with words of trouble; its ``files`` row
+    keeps ``source`` null and counts every line. One larger than :data:`UNCLAIMED_READ_BYTES` is only
+    counted, and its ``files.error`` says so.
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
     chosen, confidence = _choose(data, source)
+    if chosen is None and unclaimed == "list" and len(data) > UNCLAIMED_READ_BYTES:
+        note = f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
+        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=note)
+        return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
+                                                             size=len(data), confidence=confidence),
+                      source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
     if chosen is None and unclaimed == "list":
         result = sources.get("kernel").parse(data, file=file, incident=incident, host=host, year=year,
                                              timezone=timezone, on_error=on_error)  # fmt: skip
@@ -108,7 +118,8 @@ def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
     """``data`` cut after its first ``lines`` lines."""
     at = 0
     for _ in range(lines):
-        at = data.index(b"\n", at) + 1 if b"\n" in data[at:] else len(data)
+        end = data.find(b"\n", at)
+        at = len(data) if end < 0 else end + 1
     return data[:at], data[at:]
 
 

@@ -226,3 +226,14 @@ def test_a_job_log_opening_with_nvidia_smi_keeps_every_event_after_it() -> None:
     assert "cuda runtime error (35)" in after[0]["message"]
     assert both.files.column("lines")[0].as_py() == data.count(b"\n")
     assert both.files.column("source")[0].as_py() == "nvsmi"
+
+
+def test_an_unclaimed_file_too_large_to_read_is_counted_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    import forensics.parse
+
+    mail = (ROOT / "corpus/storage-osm-232-urmel-smartd-impending-failure/urmel/smartd-mail.txt").read_bytes()
+    assert parse_bytes(mail, file="m", unclaimed="list").events.num_rows > 0
+    monkeypatch.setattr(forensics.parse, "UNCLAIMED_READ_BYTES", 100)
+    big = parse_bytes(mail, file="m", unclaimed="list")
+    row = big.files.to_pylist()[0]
+    assert big.events.num_rows == 0 and row["lines"] == mail.count(b"\n") and "not read" in row["error"]
