@@ -191,9 +191,11 @@ def test_a_warning_that_names_the_driver_is_the_cause(tmp_path: Path) -> None:
 def test_an_unclaimed_file_is_read_by_the_catalogs(tmp_path: Path) -> None:
     """smartd's mail belongs to no source; its failure line is still the evidence (storage-osm-232)."""
     mail = ROOT / "corpus/storage-osm-232-urmel-smartd-impending-failure/urmel/smartd-mail.txt"
-    assert parse_bytes(mail.read_bytes(), file="m", unclaimed="list").events.num_rows >= 0
+    kept = parse_bytes(mail.read_bytes(), file="m", unclaimed="list")
+    assert kept.source is None and kept.files.column("lines")[0].as_py() == mail.read_bytes().count(b"\n")
+    assert any("SMART Failure" in m for m in kept.events.column("message").to_pylist())
     d = _diagnose_files(tmp_path, {"urmel/smartd-mail.txt": mail})
-    assert d["root_cause"] in ("storage", "unknown")
+    assert (d["root_cause"], d["rule"]) == ("storage", "catalog:host.smartd_scsi_smart_failure")
 
 
 def test_an_incident_nothing_explains_lists_what_it_found(tmp_path: Path) -> None:
