@@ -126,6 +126,24 @@ IDENTITIES = pa.schema(
     ]
 )
 
+#: added (issue 34): one row per reading of a telemetry series or snapshot (BMC sensors, nvidia-smi dmon and
+#: query loops, DCGM, fabric and NIC counters, lspci, iostat, SMART). Counters keep raw values; rates are a query.
+SAMPLES = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("ts", TS),
+        pa.field("gpu", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),
+        pa.field("unit", pa.string()),
+    ]
+)
+
 INCIDENTS = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),

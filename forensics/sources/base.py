@@ -34,6 +34,7 @@ class SourceResult:
     invalid_utf8_lines: int = 0
     gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
     metrics: pa.Table | None = None  # training logs: one row per step and metric
+    samples: pa.Table | None = None  # telemetry: one row per reading (schema.SAMPLES)
 
 
 def collect(frame: pl.LazyFrame, rows: int) -> pl.DataFrame:
