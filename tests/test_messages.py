@@ -239,3 +239,38 @@ def test_an_unclaimed_file_too_large_to_read_is_counted_and_said(monkeypatch: py
     big = parse_bytes(mail, file="m", unclaimed="list")
     row = big.files.to_pylist()[0]
     assert big.events.num_rows == 0 and row["lines"] == mail.count(b"\n") and "not read" in row["error"]
+
+
+def test_a_hung_task_blocked_in_a_filesystem_is_the_storage(tmp_path: Path) -> None:
+    """storage-m4logs-tr141: python blocked in GPFS's write path (mmfs26 frames) for minutes: the storage."""
+    dmesg = ROOT / "corpus/storage-m4logs-tr141-gpfs-freeze-rank0-hung-task-d-state/jean-zay-iam06/dmesg.log"
+    d = _diagnose_files(tmp_path, {"jean-zay-iam06/dmesg.log": dmesg})
+    assert (d["root_cause"], d["rule"]) == ("storage", "catalog:linux_storage.hung_task_in_filesystem_io")
+    # a hung task whose stack names no filesystem or block-layer wait says nothing of storage
+    assert CATALOG.best("INFO: task python:1 blocked for more than 120 seconds.\nCall Trace:\n schedule+0x35/0xa0\n"
+                        " futex_wait_queue_me+0xb6/0x110") is None
+
+
+def test_dcgm_s_own_error_strings_are_read(tmp_path: Path) -> None:
+    """drv-dcgmexp-319: dcgm-exporter dies on DCGM_ST_PROFILING_LIBRARY_ERROR's string (errorString)."""
+    log = ROOT / "corpus/drv-dcgmexp-319-g5-a10-os-driver-535-gsp-profiling-fatal/node-a/dcgm-exporter.log"
+    d = _diagnose_files(tmp_path, {"node-a/dcgm-exporter.log": log})
+    assert (d["root_cause"], d["rule"]) == ("driver", "catalog:dcgm.st_profiling_library_error")
+    hit = CATALOG.best("Detected XID 79 for GPU 3")  # the health check relays an Xid: the Xid's causes
+    assert hit is not None and hit.code is not None and hit.code.code == 79 and hit.causes == CATALOG.code("xid", 79).causes  # type: ignore[union-attr]
+
+
+def test_an_exception_line_without_its_traceback_is_an_exception(tmp_path: Path) -> None:
+    """code-torchtitan-3764: one relayed "SafetensorError: …" line is the exception; a line its source already
+    typed (a failed torch.save is fs.error) keeps its kind and its cause."""
+    src = ROOT / "corpus/code-torchtitan-3764-qwen3-weight-tying-empty-safetensors-shard"
+    d = _diagnose_files(tmp_path / "a", {str(p.relative_to(src)): p for p in src.rglob("*") if p.is_file() and p.name != "incident.toml"})
+    assert (d["root_cause"], d["rule"]) == ("code_bug", "python-exception")
+    full = ROOT / "corpus/storage-h2o-llmstudio-214-output-volume-full-checkpoint/node-a/llmstudio.log"
+    d = _diagnose_files(tmp_path / "b", {"node-a/llmstudio.log": full})
+    assert d["root_cause"] == "storage"
+    # an errno printed by OSError takes the errno's kind and causes
+    hit = CATALOG.best("OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234_2964133012_0'")
+    assert hit is not None and hit.id == "python.oserror_enospc_dev_shm" and hit.causes[0][0] == "container_runtime"
+    hit = CATALOG.best("OSError: [Errno 122] Disk quota exceeded: '/home/u/ckpt.pt'")
+    assert hit is not None and hit.kind == "fs.error" and hit.causes == (("storage", 0.8),)

@@ -107,11 +107,8 @@ KNOWN_MISSES = {
     "hang-yolov5-4400-ddp-60s-timeout-rank0-label-cache-scan": "hang: a 60 s watchdog timeout while rank 0 scans labels reads as the code's",
     "pcie-nvforum-29107-z420-k20c-completion-timeout-gen2": "pcie_link: an HP BIOS POST '928-Fatal PCIe error ... Completion timeout': no catalog reads POST errors",
     # blind batch 4 (corpus/BLIND.md), misses at the commit it was scored at:
-    "drv-dcgmexp-319-g5-a10-os-driver-535-gsp-profiling-fatal": "driver: one dcgm-exporter line of DCGM's profiling module failing: no catalog reads DCGM yet",
     "drv-dcgmexp-84-a100-mig-gsp-xid120-119-exporter-sigkill-freeze": "driver: Xid 119/120 (GSP) read as the GPU's; the thread calls it a driver/firmware bug",
     "gpuhw-bigscience-tr11-176b-slow-gpu-5pct-throughput-drop-replaced": "gpu_hardware: a Megatron interval printed without its lm loss reads as NaN; the slow GPU shows only in throughput",
-    "storage-m4logs-tr141-gpfs-freeze-rank0-hung-task-d-state": "storage: tasks hung in a GPFS write: no rule reads a hung task's filesystem frames as storage",
-    "code-torchtitan-3764-qwen3-weight-tying-empty-safetensors-shard": "code_bug: one re-wrapped SafetensorError line without its traceback: no rule reads a bare exception name",
     "cr-triton-6195-python-backend-shm-region-64mb-no-space-left": "container_runtime: Triton's python backend's shm 'No space left on device' reads as storage: no Triton catalog",
     "drv-testinfra-3967-a10g-525-89-nvidia-smi-err-gpu-crashed": "driver: nvidia-smi's ERR! reads as a lost GPU; the driver upgrade is the maintainers' response, not a diagnosis",
     "num-bigscience-tr8-104b-exp1-exp2-loss-divergence-end-of-lr-warmup": "numerical: the loss climbs 6.4 -> 10.2 over five intervals; no interval reaches 1.5x the level before it",

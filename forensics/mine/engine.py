@@ -132,9 +132,12 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
     # A generic kind (GENERIC: an `other` line, a bare traceback, "No space left on device") takes the kind of
     # the catalog row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a disk.
+    # A reading that names no cause only says what an untyped line is (a bare "KeyError: …" is an exception);
+    # a line its source already typed keeps its kind.
     p = p.join(readings, on="_i", how="left").with_columns(
         kind=pl.when(pl.col("kind").is_in(GENERIC) & ~pl.col("catalog").str.starts_with("code.")
-                     & pl.col("cat_kind").is_in(sorted(KINDS))).then("cat_kind").otherwise("kind")
+                     & pl.col("cat_kind").is_in(sorted(KINDS))
+                     & ((pl.col("cat_weight") > 0) | pl.col("kind").is_in(UNTYPED))).then("cat_kind").otherwise("kind")
     ).drop("cat_kind")  # fmt: skip
     ruled = accept(p.filter(pl.col("kind").is_in(kinds)), _cheap_union(matches))
     # The detail fields rules read, each extracted only from the kinds that carry it.
@@ -166,6 +169,8 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
 #: Kinds a catalog's reading replaces: what a source calls a line it knows only as `other`, a bare traceback
 #: or a filesystem error (a rule tuned to an exception or a CUDA error keeps its kind).
 GENERIC = ["other", "unparsed", "py.traceback", "fs.error"]
+#: The generic kinds that say nothing of what a line is.
+UNTYPED = ["other", "unparsed"]
 #: Warnings and errors kept per incident besides what the rules and catalogs read: what ``diagnose``
 #: lists for an incident nothing explains.
 LISTED = 20
