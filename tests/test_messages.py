@@ -274,3 +274,20 @@ def test_an_exception_line_without_its_traceback_is_an_exception(tmp_path: Path)
     assert hit is not None and hit.id == "python.oserror_enospc_dev_shm" and hit.causes[0][0] == "container_runtime"
     hit = CATALOG.best("OSError: [Errno 122] Disk quota exceeded: '/home/u/ckpt.pt'")
     assert hit is not None and hit.kind == "fs.error" and hit.causes == (("storage", 0.8),)
+
+
+def test_a_message_wrapped_over_lines_is_read_whole(tmp_path: Path) -> None:
+    """PyTorch's DataLoader message (its catalog row's own text), wrapped as a narrow terminal pastes it: the
+    first line alone reads as a CUDA error, the three together as the container's shared memory. A line whose
+    neighbour reads on its own does not take the neighbour's reading (synthetic: the wording is PyTorch's, the
+    wrapping ours)."""
+    log = ("Epoch 3: 45%|####5     | 450/1000 [10:02<12:15,  1.34s/it]\n"
+           "ERROR: DataLoader worker (pid 4567) is killed by signal: Bus\n"
+           "error. It is possible that dataloader's workers are out of shared\n"
+           "memory. Please try to raise your shared memory limit.\n"
+           "2024-05-01 10:00:00 ERROR frobnicator lost its widget\n"
+           "OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234_2964133012_0'\n")  # fmt: skip
+    d = _diagnose_files(tmp_path, {"n/stderr.log": log})
+    assert (d["root_cause"], d["rule"]) == ("container_runtime", "catalog:pytorch.dataloader_killed_bus_error")
+    lines = sorted(e["line"] for e in d["evidence"])
+    assert 2 in lines and 5 not in lines

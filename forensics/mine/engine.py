@@ -130,6 +130,7 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed).select(*_COLUMNS, "detail").collect()
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
+    readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
     # A generic kind (GENERIC: an `other` line, a bare traceback, "No space left on device") takes the kind of
     # the catalog row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a disk.
     # A reading that names no cause only says what an untyped line is (a bare "KeyError: …" is an exception);
@@ -164,6 +165,40 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     wanted = pl.concat([kept, read_rows, first]).unique()
     p = p.filter(pl.col("_i").is_in(wanted.implode()))
     return p.with_columns(extra=~pl.col("_i").is_in(kept.implode())).drop("_i", "follower")
+
+
+#: A message a logger or a terminal wrapped over several lines is read whole: an untyped or warning row no
+#: catalog reads is read again joined with up to this many records after it in its file.
+WRAPPED = 2
+
+
+def _unwrapped(events: pl.LazyFrame | pl.DataFrame, p: pl.DataFrame, readings: pl.DataFrame,
+               catalog: messages.Catalog) -> pl.DataFrame:  # fmt: skip
+    """Readings (as :func:`messages.frame` gives them, keyed ``_i``) of the untyped or warning rows of ``p``
+    that read as nothing alone but as something joined with the records after them, when the records after
+    them alone do not read so: the reading is the wrapped message's, not a neighbour's."""
+    unread = p.join(readings.select("_i"), on="_i", how="anti").filter(
+        pl.col("kind").is_in(GENERIC) | pl.col("severity").is_in(["warning", "error", "critical"]))
+    empty = readings.clear()
+    if unread.is_empty():
+        return empty
+    keys = ["incident", "file"]
+    after = [pl.col("message").shift(-k).over(keys).alias(f"_m{k}") for k in range(1, WRAPPED + 1)]
+    nxt = (events.lazy().join(unread.select(keys).unique().lazy(), on=keys, how="semi")
+           .select(*keys, "line", "message").sort(*keys, "line").with_columns(after).drop("message")
+           .unique([*keys, "line"], keep="first").collect())  # fmt: skip
+    rows = unread.select("_i", *keys, "line", "message").join(nxt, on=[*keys, "line"], how="left")
+    tail = pl.concat_str([f"_m{k}" for k in range(1, WRAPPED + 1)], separator=" ", ignore_nulls=True)
+    whole = pl.concat_str([pl.col("message"), tail], separator=" ", ignore_nulls=True)
+    rows = rows.with_columns(whole=whole, tail=tail)
+    whole = messages.frame(catalog, rows.get_column("whole"))
+    alone = messages.frame(catalog, rows.get_column("tail")).select("i", _alone="catalog")
+    own = whole.join(alone, on="i", how="left").filter(
+        pl.col("_alone").is_null() | (pl.col("_alone") != pl.col("catalog")))
+    if own.is_empty():
+        return empty
+    ids = rows.get_column("_i").gather(own.get_column("i"))
+    return own.drop("i", "_alone").with_columns(_i=ids.cast(pl.UInt32)).select(empty.columns)
 
 
 #: Kinds a catalog's reading replaces: what a source calls a line it knows only as `other`, a bare traceback
