@@ -262,18 +262,19 @@ _RULES_OPTION = click.option("--rules", multiple=True, type=click.Path(exists=Tr
               help="table: list each incident's evidence rows under the table.")
 @_RULES_OPTION
 def diagnose_cmd(path: Path, incident: str | None, fmt: str, evidence: bool, rules: tuple[str, ...]) -> None:
-    """Root cause, confidence, first failure and evidence of each incident.
+    """Root cause, confidence, first failure, evidence and caveats of each incident.
 
     PATH is a dataset (from `forensics ingest`) or an incident folder or archive, which is ingested
-    into a temporary dataset first.
+    into a temporary dataset first. The diagnoses are kept in the dataset's `diagnoses` table
+    (DATASET/diagnoses/*.parquet) and redone when the incident or the rules change.
 
     Example: forensics diagnose incidents.ds --incident job-4711 --format json
     """
-    from .mine import diagnose
-
     library = _library(rules)
     with _dataset(path) as ds:
-        result = diagnose(ds, incident=incident, library=library)
+        result = ds.diagnoses(incident=incident, library=library)
+        if ds.save_error:
+            click.echo(f"Warning: {path}: the diagnoses were not stored in the dataset ({ds.save_error})", err=True)
     if incident is not None and result.height == 0:
         raise InputError(f"{path}: no incident {incident!r}")
     if fmt == "json":

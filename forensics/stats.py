@@ -37,7 +37,7 @@ def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
     """One row per incident: its diagnosis, when it happened, its job and the GPU-hours it cost."""
     labels = pl.col("labels")
     records = ds.incidents.select(
-        incident="id", last_ts="last_ts",
+        "incident", last_ts="last_ts",
         job=labels.str.json_path_match("$.job.name"),
         gpus=labels.str.json_path_match("$.job.gpus").cast(pl.Int64, strict=False),
         interval_s=labels.str.json_path_match("$.job.checkpoint_interval_s").cast(pl.Float64, strict=False),

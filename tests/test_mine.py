@@ -404,7 +404,8 @@ def test_diagnose_json_has_the_documented_keys(corpus_ds: forensics.store.OpenDa
     assert code == 0
     objs = [json.loads(line) for line in out.splitlines()]
     assert len(objs) == 15
-    assert all(list(o) == ["incident", "root_cause", "confidence", "rule", "first_failure", "evidence", "alternatives"]
+    assert all(list(o) == ["incident", "root_cause", "confidence", "rule", "first_failure", "evidence", "alternatives",
+                           "caveats"]
                for o in objs)  # fmt: skip
     net = next(o for o in objs if o["incident"] == "ib-retry-exceeded-roce-nccl")
     assert net["root_cause"] == "network" and net["evidence"][0]["file"] == "kp-ddp-worker-0/nccl-debug.log"
@@ -502,3 +503,110 @@ def test_any_events_get_one_diagnosis_per_incident(rows: list[dict[str, object]]
     assert all(0 < c <= 1 for c in d["confidence"])
     seen = {(r["file"], r["line"], r["kind"]) for r in rows}
     assert all((e["file"], e["line"], e["kind"]) in seen for ev in d["evidence"] for e in ev)
+
+
+# -- diagnoses as data (issue 32) -----------------------------------------------------------------------
+
+#: A generated incident (corpus/synthetic: synthetic, made by `forensics synth`): its kernel lines are in
+#: both dmesg and the journal, a fatal AER and "device recovery failed" come a second before the GPU falls
+#: off the bus after a burst of corrected AERs, and the training log's traceback ends in a CUDA error.
+SYNTH_AER = CORPUS / "synthetic" / "synth-000006"
+
+
+@pytest.fixture
+def small_ds(tmp_path: Path) -> Path:
+    out = tmp_path / "ds"
+    forensics.ingest([CORPUS / "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", SYNTH_AER], out, jobs=1)
+    return out
+
+
+def test_diagnose_stores_the_diagnoses_table_that_sql_reads(small_ds: Path) -> None:
+    code, out = _run("diagnose", str(small_ds), "--no-evidence")
+    assert code == 0, out
+    import pyarrow.parquet as pq
+
+    files = sorted((small_ds / "diagnoses").glob("*.parquet"))
+    assert len(files) == 2 and all(pq.read_schema(f).remove_metadata().equals(forensics.DIAGNOSES) for f in files)
+    stored = pl.read_parquet(small_ds / "diagnoses" / "*.parquet")
+    assert stored.filter(pl.col("root_cause") == "pcie_link").get_column("incident").sort().to_list() == [
+        "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", "synth-000006"]  # fmt: skip
+    ds = forensics.open_dataset(small_ds)
+    served = ds.diagnoses()
+    assert served.columns == forensics.DIAGNOSES.names
+    assert served.drop("digest", "rules").equals(forensics.diagnose(ds).select(served.columns[:-2]))
+    evidence = stored.explode("evidence").get_column("evidence").struct.unnest()
+    assert {"file", "line", "copies"} <= set(evidence.columns)
+
+
+def test_stale_diagnoses_are_never_served(small_ds: Path, tmp_path: Path) -> None:
+    from forensics.mine import stored
+
+    ds = forensics.open_dataset(small_ds)
+    first = ds.diagnoses()
+    assert len(list((small_ds / "diagnoses").glob("*.parquet"))) == 2
+    # Other rules: the stored rows are not theirs, so they are diagnosed again and replaced.
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "any-xid"\ncause = "driver"\nweight = 0.5\n[[rule.step]]\nkind = "gpu.xid"\n')
+    lib = load_library([rules])
+    assert stored.stored(ds, lib).height == 0
+    other = ds.diagnoses(library=lib)
+    assert set(other["rules"]) == {stored.fingerprint(lib)} != set(first["rules"])
+    assert set(pl.read_parquet(small_ds / "diagnoses" / "*.parquet")["rules"]) == {stored.fingerprint(lib)}
+    # Changed data: the incident's old diagnosis goes with its old version.
+    inc = tmp_path / "inc"
+    shutil.copytree(CORPUS / "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", inc)
+    forensics.ingest([inc], tmp_path / "ds2", jobs=1)
+    ds2 = forensics.open_dataset(tmp_path / "ds2")
+    before = ds2.diagnoses()
+    with (inc / "node-a" / "dmesg.log").open("a") as f:
+        f.write("NVRM: GPU at PCI:0000:63:00: GPU has fallen off the bus.\n")
+    forensics.ingest([inc], tmp_path / "ds2", jobs=1)
+    assert list((tmp_path / "ds2" / "diagnoses").glob("*.parquet")) == []
+    after = forensics.open_dataset(tmp_path / "ds2").diagnoses()
+    assert after["digest"][0] != before["digest"][0]
+    assert len(list((tmp_path / "ds2" / "diagnoses").glob("*.parquet"))) == 1
+
+
+def test_a_version_1_dataset_is_refused_with_a_clear_error(small_ds: Path) -> None:
+    (small_ds / "dataset.json").write_text('{"format": "gpu-forensics dataset", "version": 1}\n')
+    code, out = _run("diagnose", str(small_ds))
+    assert code == 1
+    assert out == (f"Error: {small_ds}: dataset format version 1, this gpu-forensics reads version 2 (version 2 "
+                   "renamed incidents.id to incidents.incident); re-ingest it into a new folder\n")  # fmt: skip
+
+
+def test_a_truncated_archive_is_diagnosed_with_caveats_and_less_confidence(tmp_path: Path) -> None:
+    import tarfile
+
+    archive = tmp_path / "synth-000006.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(SYNTH_AER, arcname="synth-000006")
+    whole = archive.read_bytes()
+    archive.write_bytes(whole[: len(whole) * 2 // 3])
+    forensics.ingest([archive], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    errors = ds.files.filter(pl.col("error").is_not_null()).collect()
+    assert errors.height >= 1
+    d = ds.diagnoses().row(0, named=True)
+    assert d["caveats"] and d["caveats"][0].startswith(f"{errors.height} file(s) not read whole (")
+    assert "truncated" in d["caveats"][0]
+    # The same events without their files table: the same cause, the confidence before the caveats.
+    plain = forensics.diagnose(ds.events).row(0, named=True)
+    factor = 0.7 * (0.9 if ds.files.filter(pl.col("unparsed") > 0).collect().height else 1)
+    assert (d["root_cause"], d["rule"]) == (plain["root_cause"], plain["rule"])
+    assert d["confidence"] == round(plain["confidence"] * factor, 3) < plain["confidence"]
+    code, out = _run("diagnose", str(tmp_path / "ds"))
+    assert f"  caveat: {d['caveats'][0]}\n" in out
+
+
+def test_evidence_is_readable_copies_once_tracebacks_by_their_exception_decisive_lines_in() -> None:
+    code, out = _run("diagnose", str(SYNTH_AER))
+    assert code == 0, out
+    lines = out.splitlines()
+    fatal = [line for line in lines if "Uncorrected (Fatal) error message" in line]
+    assert len(fatal) == 1 and "gpu-node-013/journal.log:67 (= dmesg.log:52)" in fatal[0]
+    assert sum("device recovery failed" in line for line in lines) == 1
+    assert sum("has fallen off the bus" in line for line in lines) == 1
+    assert any("cuda.launch_failure" in line and line.endswith("RuntimeError: CUDA error: unspecified launch failure")
+               for line in lines)  # fmt: skip
+    assert not any("Traceback (most recent call last)" in line for line in lines)

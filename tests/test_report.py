@@ -55,7 +55,7 @@ def hostile_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.Open
 
 def test_every_incident_has_a_page_and_an_index_row(corpus_ds: forensics.store.OpenDataset) -> None:
     text = build(corpus_ds)
-    ids = corpus_ds.incidents.select("id").collect()["id"].to_list()
+    ids = corpus_ds.incidents.select("incident").collect()["incident"].to_list()
     assert len(ids) == 15
     for i in ids:
         key = incident_key(i)
@@ -172,7 +172,7 @@ def test_report_in_chromium(browser, corpus_ds: forensics.store.OpenDataset, tmp
     assert page.locator("#fleet div.chart .main-svg").count() >= 2
     assert page.locator("#fleet div.chart").count() == 3
     assert _not_blank(page.screenshot()) > 20
-    ids = corpus_ds.incidents.select("id").collect()["id"].to_list()
+    ids = corpus_ds.incidents.select("incident").collect()["incident"].to_list()
     assert page.locator("#incident-index tbody tr").count() == len(ids)
     for i in ids:
         key = f"incident-{incident_key(i)}"

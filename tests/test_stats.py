@@ -51,7 +51,7 @@ def test_gpu_hours_lost_from_the_job_facts() -> None:
 
     class Ds:
         incidents = pl.LazyFrame({
-            "id": ["a", "b", "c"], "last_ts": [t0, t0, t0],
+            "incident": ["a", "b", "c"], "last_ts": [t0, t0, t0],
             "labels": ['{"job": {"gpus": 64, "last_checkpoint": "2025-01-01T11:30:00Z"}}',
                        '{"job": {"gpus": 8, "checkpoint_interval_s": 3600}}', "{}"],
         })  # fmt: skip
@@ -78,7 +78,7 @@ def test_lead_time_counts_only_precursors_before_the_failure() -> None:
     }, schema_overrides={"first_gpu": pl.String, "evidence": pl.List(ev)})  # fmt: skip
 
     class Ds:
-        incidents = pl.LazyFrame({"id": ["a", "b", "c"], "last_ts": [t0] * 3, "labels": ["{}"] * 3})
+        incidents = pl.LazyFrame({"incident": ["a", "b", "c"], "last_ts": [t0] * 3, "labels": ["{}"] * 3})
 
     assert incident_facts(Ds(), diagnoses).sort("incident")["lead_time_s"].to_list() == [600.0, None, None]
 

@@ -26,7 +26,7 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
     """The events of ``incident`` (the only one when None) with ``mark``; ``around`` (a time, or
     ``"failure"`` for the diagnosed first failure, or the earliest timed evidence when it has no time) and ``window_us`` keep the rows within ± the window;
     ``kinds`` (names or globs) keep those kinds, default all but :data:`QUIET_KINDS`."""
-    ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
     if not ids:
         raise InputError("the dataset holds no incident")
     if incident is None:

@@ -88,12 +88,12 @@ def _chart(id_: str, spec: dict[str, Any], specs: list[str]) -> str:
 def build(ds: Any, *, incident: str | None = None, library: Library | None = None,
           title: str | None = None) -> str:  # fmt: skip
     """The report of dataset ``ds`` (of one incident when ``incident`` is given) as an HTML string."""
-    ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
     if incident is not None and incident not in ids:
         raise InputError(f"no incident {incident!r} in the dataset")
     d = diagnose(ds, incident=incident, library=library)
     records = ds.incidents.select(
-        incident="id", hosts="hosts", path="path",
+        "incident", hosts="hosts", path="path",
         label=pl.col("labels").str.json_path_match("$.label.root_cause"),
     ).collect()  # fmt: skip
     if incident is not None:
