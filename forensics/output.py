@@ -330,10 +330,23 @@ def timeline_text(rows: pl.DataFrame) -> str:
     return "\n".join(_grid(["TIME (UTC)", "HOST", "SOURCE", "KIND", "", "WHERE", "MESSAGE"], view, set())) + "\n"
 
 
-def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window_us: int, by: str) -> str:
-    """The precursor table (support, confidence, lift, lead times) and the frequent sequences."""
+def frame_text(rows: pl.DataFrame, fmt: str) -> str:
+    """A result frame (a timeline, a table of the API) as ``json`` (one array of objects), ``jsonl`` (one
+    object per line) or ``csv`` (lists joined by ``;``); times are ISO-8601 UTC ending in ``Z``."""
+    df = rows.with_columns(pl.col(pl.Datetime).dt.strftime(_TS))
+    if fmt == "csv":
+        return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv()
+    objects = df.to_dicts()
+    if fmt == "json":
+        return json.dumps(objects, ensure_ascii=False) + "\n"
+    return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects)
+
+
+def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window: object, by: str) -> str:
+    """The precursor table (support, confidence, lift, lead times) and the frequent sequences; ``window``
+    is a timedelta."""
     n = int(pre["targets"][0]) if pre.height else 0
-    out = [f"{target}: precursors within {window_us / 60e6:g} min on the same {by}"
+    out = [f"{target}: precursors within {window.total_seconds() / 60:g} min on the same {by}"  # type: ignore[attr-defined]
            + (f" ({n:,} targets)" if n else " (none found)")]  # fmt: skip
     if pre.height:
 

@@ -22,13 +22,14 @@ import polars as pl
 
 from .errors import InputError
 
-#: The component each root cause belongs to (a Llama-3-style grouping).
+#: The component each root cause belongs to (a Llama-3-style grouping). A hang is known (a rank stopped
+#: in a collective, the straggler named), so it is a component of its own, not "Unknown".
 COMPONENTS = {
     "pcie_link": "PCIe", "gpu_hardware": "GPU", "gpu_memory": "GPU memory", "nvlink": "NVLink",
     "thermal": "Cooling", "power": "Power", "network": "Network", "numerical": "Model / data",
     "code_bug": "Software", "gpu_oom": "Software", "host_oom": "Host", "host_memory": "Host",
     "storage": "Storage", "driver": "Platform software", "container_runtime": "Platform software",
-    "hang": "Unknown", "unknown": "Unknown",
+    "hang": "Collective hang", "unknown": "Unknown",
 }  # fmt: skip
 BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job")
 

@@ -370,11 +370,13 @@ def test_synthetic_incidents_are_diagnosed_from_the_logs(synth_ds: forensics.sto
 
 def test_mining_ranks_aer_before_the_gpu_falls_off(synth_ds: forensics.store.OpenDataset) -> None:
     # gpu.off_bus, not Xid 79: the 570 driver's wording says it without an Xid line
-    pre = forensics.precursors(synth_ds.events, "gpu.off_bus", by="host").collect()
+    pre = forensics.precursors(synth_ds.events, "gpu.off_bus", by="host")
+    assert isinstance(pre, pl.DataFrame)  # like every analysis of the API
+    assert pre.equals(forensics.precursors(synth_ds.events, "gpu.off_bus", by="host", window=timedelta(minutes=30)))
     aer = pre.filter(pl.col("item") == "pcie.aer").row(0, named=True)
     assert aer["lift"] > 1 and aer["support"] >= 2
     assert 0 < aer["lead_p10_s"] <= aer["lead_median_s"] <= aer["lead_p90_s"] <= 30 * 60
-    seq = forensics.sequences(synth_ds.events, "gpu.off_bus").collect()
+    seq = forensics.sequences(synth_ds.events, "gpu.off_bus", window="30m")
     assert "pcie.aer → gpu.off_bus" in seq["sequence"].to_list()
 
 
@@ -438,7 +440,7 @@ def test_eval_prints_accuracy_and_the_confusion_matrix(corpus_ds: forensics.stor
 
 def test_timeline_puts_every_source_on_one_clock(synth_ds: forensics.store.OpenDataset) -> None:
     d = forensics.diagnose(synth_ds).filter(pl.col("root_cause") == "pcie_link").row(0, named=True)
-    rows = forensics.timeline(synth_ds, d["incident"], around="failure", window_us=20 * 60_000_000)
+    rows = forensics.timeline(synth_ds, d["incident"], around="failure", window="20m")
     timed = rows.filter(pl.col("ts").is_not_null())
     assert timed["ts"].is_sorted()
     assert {"kernel", "torch"} <= set(rows["source"])
@@ -458,6 +460,37 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
     assert any(line.startswith("pcie.aer ") for line in lines[2:5])
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
+    assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (
+        1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, fs.*, "
+           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
+    assert _run("mine", str(synth_ds.root), "--target", "gpu.offbus") == (
+        1, "Error: --target 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
+    assert _run("mine", str(CORPUS / "xid79-off-bus-no-xid-line-nvsentinel"), "--target", "gpu.xid")[0] == 1
+
+
+def test_the_api_takes_windows_like_the_command_line(synth_ds: forensics.store.OpenDataset) -> None:
+    with pytest.raises(forensics.InputError, match="window 1800: expected a duration such as '30m' or a timedelta"):
+        forensics.precursors(synth_ds.events, "gpu.off_bus", window=1800)  # type: ignore[arg-type]
+    with pytest.raises(forensics.InputError, match="window '30 minutes'"):
+        forensics.sequences(synth_ds.events, "gpu.off_bus", window="30 minutes")
+
+
+def test_timeline_formats_and_all_kinds(synth_ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(synth_ds).filter(pl.col("root_cause") == "pcie_link").row(0, named=True)
+    args = ("timeline", str(synth_ds.root), "--incident", d["incident"])
+    rows = forensics.timeline(synth_ds, d["incident"])
+    every = forensics.timeline(synth_ds, d["incident"], kinds=["all"])
+    assert every.height == synth_ds.events.filter(pl.col("incident") == d["incident"]).collect().height > rows.height
+    code, out = _run(*args, "--format", "jsonl")
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(objs) == rows.height and list(objs[0]) == list(rows.columns)
+    assert objs[0]["ts"] == rows["ts"][0].strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    code, out = _run(*args, "--format", "json")
+    assert json.loads(out) == objs
+    code, out = _run(*args, "--format", "csv", "--kinds", "all")
+    assert code == 0 and out.splitlines()[0] == ",".join(rows.columns)
+    assert pl.read_csv(out.encode(), infer_schema=False).height == every.height  # multi-line messages are quoted
+    assert _run(*args, "--kinds", "gpu.offbus") == (1, "Error: --kinds 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
 
 
 def test_chunks_and_threads_do_not_change_the_answer(corpus_ds: forensics.store.OpenDataset) -> None:

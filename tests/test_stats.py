@@ -115,3 +115,17 @@ def test_stats_command(corpus_ds: forensics.store.OpenDataset) -> None:
     assert "| root_cause | incidents | share |" in md
     csv = CliRunner().invoke(main, ["stats", str(corpus_ds.root), "--format", "csv"]).output
     assert pl.read_csv(csv.encode())["incidents"].sum() == 15
+
+
+def test_a_hang_is_a_component_of_its_own_not_unknown() -> None:
+    from forensics.stats import COMPONENTS
+
+    assert COMPONENTS["hang"] == "Collective hang" and COMPONENTS["unknown"] == "Unknown"
+    assert [cause for cause, component in COMPONENTS.items() if component == "Unknown"] == ["unknown"]
+
+
+def test_stats_on_a_folder_that_is_not_a_dataset_is_an_error() -> None:
+    folder = Path(__file__).parents[1] / "corpus" / "xid79-off-bus-no-xid-line-nvsentinel"
+    r = CliRunner().invoke(main, ["stats", str(folder)])
+    assert (r.exit_code, r.output) == (1, f"Error: {folder}: not a gpu-forensics dataset (no dataset.json); make one "
+                                          "with `forensics ingest`\n")  # fmt: skip
