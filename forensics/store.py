@@ -19,8 +19,8 @@ readable: :func:`open_dataset` reads only the files its records name, and the ne
 a killed run left half-written and redoes that incident. One ingest at a time holds ``.lock``.
 
 >>> import tempfile, forensics.store as store
->>> d = store.Dataset.create(tempfile.mkdtemp() + "/ds")
->>> d.state()
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     store.Dataset.create(tmp + "/ds").state()
 {}
 """
 
@@ -347,10 +347,10 @@ def open_dataset(root: str | Path) -> OpenDataset:
     """Open a dataset written by ``forensics ingest``; its tables are Polars LazyFrames.
 
     >>> import forensics, tempfile
-    >>> path = tempfile.mkdtemp() + "/ds"
-    >>> _ = forensics.store.Dataset.create(path)
-    >>> ds = forensics.open_dataset(path)
-    >>> ds.events.collect().shape, ds.incidents.collect().columns[:3]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = forensics.store.Dataset.create(tmp + "/ds")
+    ...     ds = forensics.open_dataset(tmp + "/ds")
+    ...     ds.events.collect().shape, ds.incidents.collect().columns[:3]
     ((0, 15), ['incident', 'hosts', 'first_ts'])
     """
     return OpenDataset(root)
