@@ -639,7 +639,10 @@ def test_evidence_is_readable_copies_once_tracebacks_by_their_exception_decisive
     fatal = [line for line in lines if "Uncorrected (Fatal) error message" in line]
     assert len(fatal) == 1 and "gpu-node-013/journal.log:67 (= dmesg.log:52)" in fatal[0]
     assert sum("device recovery failed" in line for line in lines) == 1
-    assert sum("has fallen off the bus" in line for line in lines) == 1
+    # The driver prints "fallen off the bus" twice: two rows (a repeat is not a copy), each with its dmesg copy.
+    off = [line for line in lines if "has fallen off the bus" in line]
+    assert [line.split()[1:4] for line in off] == [["gpu-node-013/journal.log:72", "(=", "dmesg.log:57)"],
+                                                   ["gpu-node-013/journal.log:73", "(=", "dmesg.log:58)"]]  # fmt: skip
     assert any("cuda.launch_failure" in line and line.endswith("RuntimeError: CUDA error: unspecified launch failure")
                for line in lines)  # fmt: skip
     assert not any("Traceback (most recent call last)" in line for line in lines)

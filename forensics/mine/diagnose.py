@@ -162,8 +162,9 @@ _ROLE_ORDER = {"failure": 0, "precursor": 1, "related": 2, "found": 3, "follower
 
 def _merge_copies(out: pl.DataFrame) -> pl.DataFrame:
     """One evidence row per line: the same message of the same host, kind and code in the same second
-    (a kernel line in dmesg and in the journal, or printed twice) is shown once, its other places in
-    ``copies`` (``file:line``); the copy kept is the one with the strongest role, then the first."""
+    in other files (a kernel line in dmesg and in the journal) is shown once, its other places in
+    ``copies`` (``file:line``); the copy kept is the one with the strongest role, then the first. A line
+    repeated in one file is a repeat, not a copy: the n-th of a file pairs with the n-th of another."""
     fields = out.schema["evidence"].inner.fields  # type: ignore[attr-defined]
     names = [f.name for f in fields]
     rows = out.select("incident", "evidence").explode("evidence").drop_nulls("evidence")
@@ -175,6 +176,8 @@ def _merge_copies(out: pl.DataFrame) -> pl.DataFrame:
         _second=pl.col("ts").dt.truncate("1s"),
     )
     key = ["incident", "host", "kind", "code", "message", "_second"]
+    rows = rows.with_columns(_nth=pl.int_range(pl.len()).over([*key, "file"], order_by="_i"))
+    key.append("_nth")
     merged = (
         rows.sort("_role", "_i").group_by(key, maintain_order=True)
         .agg(*(pl.col(n).first() for n in names if n not in key and n != "copies"), pl.col("_i").first(),
