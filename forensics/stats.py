@@ -92,9 +92,11 @@ def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) 
         return xid_counts(ds.events)
     if by == "xid_gpu":
         return xid_counts(ds.events, per_gpu=True)
-    from .mine import diagnose
+    if diagnoses is None:  # a dataset's stored diagnoses (redone only where stale)
+        from .mine import diagnose
 
-    facts = incident_facts(ds, diagnose(ds) if diagnoses is None else diagnoses)
+        diagnoses = ds.diagnoses() if hasattr(ds, "diagnoses") else diagnose(ds)
+    facts = incident_facts(ds, diagnoses)
     key = {"cause": ["root_cause"], "component": ["component"], "rule": ["rule", "root_cause"], "host": ["first_host"],
            "gpu": ["first_host", "first_gpu"], "job": ["job"]}.get(by)  # fmt: skip
     if by == "month":
