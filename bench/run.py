@@ -646,13 +646,13 @@ def _copy_incidents(seed, out: Path, total: int) -> None:
     events = seed.events.collect()
     records = seed.incidents.collect()
     by_id = events.partition_by("incident", as_dict=True)
-    ids = sorted(records["id"])
+    ids = sorted(records["incident"])
     for n in range(total):
         source = ids[n % len(ids)]
         new_id = f"{source}-copy{n // len(ids):05d}"
         digest = hashlib.blake2b(new_id.encode(), digest_size=16).hexdigest()
         part = by_id.get((source,), events.clear()).with_columns(incident=pl.lit(new_id))
-        record = records.filter(pl.col("id") == source).with_columns(id=pl.lit(new_id), digest=pl.lit(digest))
+        record = records.filter(pl.col("incident") == source).with_columns(incident=pl.lit(new_id), digest=pl.lit(digest))
         tables = {name: schema.empty_table() for name, schema in TABLES.items()}
         tables["events"] = part.to_arrow().cast(TABLES["events"])
         tables["incidents"] = record.to_arrow().cast(TABLES["incidents"])

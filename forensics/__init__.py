@@ -20,12 +20,13 @@ from .mine.timeline import timeline
 from .offenders import repeat_offenders
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
-from .schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
+from .schema import DIAGNOSES, EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
 from .stats import stats
 from .store import open_dataset
 
 __all__ = [
     "CAUSES",
+    "DIAGNOSES",
     "EVENTS",
     "FILES",
     "ForensicsError",

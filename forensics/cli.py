@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -224,19 +225,19 @@ def synth_cmd(out: Path, incidents: int, seed: int, hosts_per_incident: str, cau
 
 
 @contextmanager
-def _dataset(path: Path, *, quiet: bool = True) -> Iterator[Any]:
-    """``path`` as an open dataset: a dataset folder as it is, an incident (or a folder of them) ingested
-    into a temporary dataset first (deleted afterwards)."""
-    from .ingest import ingest
+def _dataset(path: Path, *, ingest: bool = True) -> Iterator[Any]:
+    """``path`` as an open dataset: a dataset folder as it is; with ``ingest``, an incident (or a folder of
+    them) ingested into a temporary dataset first (deleted afterwards); without, anything else is an error."""
+    from .ingest import ingest as ingest_paths
     from .store import open_dataset
 
-    if (path / "dataset.json").is_file():
-        yield open_dataset(path)
+    if (path / "dataset.json").is_file() or (not ingest and path.exists()):
+        yield open_dataset(path)  # not a dataset: open_dataset's error says so and how to make one
         return
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
-        report = ingest([str(path)], Path(tmp) / "ds", jobs=1)
+        report = ingest_paths([str(path)], Path(tmp) / "ds", jobs=1)
         for d in report.done:
             if d.status == "failed":
                 raise InputError(f"{d.path}: not ingested: {d.error}")
@@ -262,18 +263,19 @@ _RULES_OPTION = click.option("--rules", multiple=True, type=click.Path(exists=Tr
               help="table: list each incident's evidence rows under the table.")
 @_RULES_OPTION
 def diagnose_cmd(path: Path, incident: str | None, fmt: str, evidence: bool, rules: tuple[str, ...]) -> None:
-    """Root cause, confidence, first failure and evidence of each incident.
+    """Root cause, confidence, first failure, evidence and caveats of each incident.
 
     PATH is a dataset (from `forensics ingest`) or an incident folder or archive, which is ingested
-    into a temporary dataset first.
+    into a temporary dataset first. The diagnoses are kept in the dataset's `diagnoses` table
+    (DATASET/diagnoses/*.parquet) and redone when the incident or the rules change.
 
     Example: forensics diagnose incidents.ds --incident job-4711 --format json
     """
-    from .mine import diagnose
-
     library = _library(rules)
     with _dataset(path) as ds:
-        result = diagnose(ds, incident=incident, library=library)
+        result = ds.diagnoses(incident=incident, library=library)
+        if ds.save_error:
+            click.echo(f"Warning: {path}: the diagnoses were not stored in the dataset ({ds.save_error})", err=True)
     if incident is not None and result.height == 0:
         raise InputError(f"{path}: no incident {incident!r}")
     if fmt == "json":
@@ -311,15 +313,21 @@ def eval_cmd(path: Path, fmt: str, rules: tuple[str, ...]) -> None:
 
 
 class _Duration(click.ParamType):
+    """A duration (``30s``, ``10m``, ``2h``) as a timedelta: the API's window convention."""
+
     name = "duration"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
         from .mine.language import duration_us
 
         try:
-            return value if isinstance(value, int) else duration_us(str(value))
+            return value if isinstance(value, timedelta) else timedelta(microseconds=duration_us(str(value)))
         except ValueError:
             self.fail(f"{value!r} is not a duration such as 30s, 10m, 2h", param, ctx)
+
+
+def _kinds(text: str | None) -> list[str] | None:
+    return [k.strip() for k in text.split(",") if k.strip()] if text else None
 
 
 @main.command("timeline")
@@ -327,10 +335,13 @@ class _Duration(click.ParamType):
 @click.option("--incident", help="The incident (needed when the dataset holds several).")
 @click.option("--around", metavar="TS|failure", help="Only rows around this ISO time, or the diagnosed first failure.")
 @click.option("--window", type=_Duration(), help="Half-width of the --around window [default: 10m].")
-@click.option("--kinds", metavar="KIND,...", help="Only these kinds (globs: gpu.*); default all but other and train.step.")
+@click.option("--kinds", metavar="KIND,...",
+              help="Only these kinds (globs: gpu.*; all: every kind); default all but other and train.step.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl", "csv"]), default="table", show_default=True,
+              help="table; json: one array; jsonl: one object per line; csv.")
 @_RULES_OPTION
-def timeline_cmd(path: Path, incident: str | None, around: str | None, window: int | None, kinds: str | None,
-                 rules: tuple[str, ...]) -> None:  # fmt: skip
+def timeline_cmd(path: Path, incident: str | None, around: str | None, window: timedelta | None, kinds: str | None,
+                 fmt: str, rules: tuple[str, ...]) -> None:  # fmt: skip
     """All sources of all hosts of one incident on one clock, evidence marked (! failure, > precursor,
     + related, ~ follower).
 
@@ -342,9 +353,11 @@ def timeline_cmd(path: Path, incident: str | None, around: str | None, window: i
         around = "failure"
     library = _library(rules)
     with _dataset(path) as ds:
-        rows = timeline(ds, incident, around=around, window_us=window,
-                        kinds=[k.strip() for k in kinds.split(",") if k.strip()] if kinds else None, library=library)  # fmt: skip
-    click.echo(output.timeline_text(rows), nl=False)
+        rows = timeline(ds, incident, around=around, window=window or "10m", kinds=_kinds(kinds), library=library)
+    if fmt == "table":
+        click.echo(output.timeline_text(rows), nl=False)
+    else:
+        click.echo(output.frame_text(rows, fmt), nl=False)
 
 
 @main.command("mine")
@@ -357,7 +370,7 @@ def timeline_cmd(path: Path, incident: str | None, around: str | None, window: i
               help="Sequences: how many targets a sequence must precede.")
 @click.option("--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows per table.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def mine_cmd(dataset: Path, target: str, window: int, by: str, min_support: int, top: int, fmt: str) -> None:
+def mine_cmd(dataset: Path, target: str, window: timedelta, by: str, min_support: int, top: int, fmt: str) -> None:
     """Which events precede TARGET, ranked by lift over their base rate, with lead times; then the
     frequent ordered sequences (2-4 events) that end in it.
 
@@ -366,14 +379,14 @@ def mine_cmd(dataset: Path, target: str, window: int, by: str, min_support: int,
     from .mine.precursors import parse_target, precursors, sequences
 
     kind, code = parse_target(target)
-    with _dataset(dataset) as ds:
-        pre = precursors(ds.events, kind, code, by=by, window_us=window).collect()
-        seq = sequences(ds.events, kind, code, by=by, window_us=window, min_support=min_support).collect()
+    with _dataset(dataset, ingest=False) as ds:
+        pre = precursors(ds.events, kind, code, by=by, window=window)
+        seq = sequences(ds.events, kind, code, by=by, window=window, min_support=min_support)
     if fmt == "json":
-        click.echo(json.dumps({"target": target, "by": by, "window_s": window / 1e6,
+        click.echo(json.dumps({"target": target, "by": by, "window_s": window.total_seconds(),
                                "precursors": pre.head(top).to_dicts(), "sequences": seq.head(top).to_dicts()}))  # fmt: skip
         return
-    click.echo(output.mining_text(target, pre.head(top), seq.head(top), window_us=window, by=by), nl=False)
+    click.echo(output.mining_text(target, pre.head(top), seq.head(top), window=window, by=by), nl=False)
 
 
 @main.command("stats")
@@ -389,12 +402,11 @@ def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
 
     Example: forensics stats incidents.ds --by component --format markdown
     """
-    from .mine import diagnose
     from .stats import incident_facts, stats, summary
 
     library = _library(rules)
-    with _dataset(dataset) as ds:
-        diagnoses = None if by.startswith("xid") else diagnose(ds, library=library)
+    with _dataset(dataset, ingest=False) as ds:
+        diagnoses = None if by.startswith("xid") else ds.diagnoses(library=library)
         table = stats(ds, by, diagnoses=diagnoses)
         head = None if diagnoses is None else summary(incident_facts(ds, diagnoses))
     if fmt == "csv":

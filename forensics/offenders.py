@@ -146,7 +146,7 @@ def _decide(kind: str, count: int, cards: int, slots: int, hosts: int, group: pl
 
 
 def _jobs(ds: Any, d: pl.DataFrame, *, alpha: float, min_incidents: int) -> list[dict[str, Any]]:
-    jobs = ds.incidents.select(incident="id", job=pl.col("labels").str.json_path_match("$.job.name")).collect()
+    jobs = ds.incidents.select("incident", job=pl.col("labels").str.json_path_match("$.job.name")).collect()
     rows = d.select("incident", "root_cause").join(jobs, on="incident").drop_nulls("job")
     if rows.height == 0:
         return []

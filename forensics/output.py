@@ -7,6 +7,7 @@ JSON Lines: one object per row with DESIGN.md's column names, ``ts`` as ISO-8601
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import polars as pl
@@ -14,6 +15,30 @@ import pyarrow as pa
 
 _TS = "%Y-%m-%dT%H:%M:%S%.6fZ"
 _MESSAGE_CHARS = 100
+
+#: A Python exception line: ``RuntimeError: …``, ``torch.OutOfMemoryError: …``, ``KeyboardInterrupt``.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure|Timeout)\b.*$",
+                        re.M)  # fmt: skip
+
+
+def headline(message: str) -> str:
+    """The line of a record that says what happened: its first line, except for a traceback, whose
+    exception line (the last one, after any chained tracebacks) says it.
+
+    >>> headline("Traceback (most recent call last):\\n  File \\"t.py\\", line 1, in <module>\\nValueError: bad")
+    'ValueError: bad'
+    >>> headline("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    'NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.'
+    """
+    first = message.split("\n", 1)[0]
+    if not first.lstrip().startswith("Traceback (most recent call last)"):
+        return first
+    found = _EXCEPTION.findall(message)
+    return found[-1] if found else first
+
+
+def _headline_expr(column: str = "message") -> pl.Expr:
+    return pl.col(column).map_elements(headline, return_dtype=pl.String)
 
 
 def _frame(events: pa.Table) -> pl.DataFrame:
@@ -170,6 +195,7 @@ def diagnosis_objects(diagnoses: pl.DataFrame) -> Iterator[dict[str, object]]:
             "evidence": [{**e, "ts": _iso(e["ts"])} for e in d["evidence"]],
             "alternatives": [{"root_cause": a["root_cause"], "confidence": a["score"], "rule": a["rule"]}
                              for a in d["alternatives"]],  # fmt: skip
+            "caveats": list(d.get("caveats") or []),
         }
 
 
@@ -195,8 +221,15 @@ def _first_failure_text(d: dict[str, object]) -> str:
 def _evidence_line(e: dict[str, object]) -> tuple[str, ...]:
     when = f"{e['ts']:%Y-%m-%d %H:%M:%S}" if e["ts"] is not None else "-"  # type: ignore[str-format]
     kind = str(e["kind"]) + (f" {e['code']}" if e["code"] is not None else "")
-    first = str(e["message"]).split("\n", 1)[0][:_MESSAGE_CHARS]
-    return (_ROLE_MARK.get(str(e["role"]), " "), f"{e['file']}:{e['line']}", when, kind, first)
+    first = headline(str(e["message"]))[:_MESSAGE_CHARS]
+    return (_ROLE_MARK.get(str(e["role"]), " "), evidence_where(e), when, kind, first)
+
+
+def evidence_where(e: dict[str, object]) -> str:
+    """``file:line`` of an evidence row, and its copies in other files: ``h/dmesg.log:48 (= journal.log:67)``."""
+    copies = list(e.get("copies") or [])  # type: ignore[call-overload]
+    here = f"{e['file']}:{e['line']}"
+    return here + (f" (= {', '.join(c.rsplit('/', 1)[-1] for c in copies)})" if copies else "")
 
 
 def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
@@ -214,6 +247,7 @@ def diagnosis_text(diagnoses: pl.DataFrame, *, evidence: bool = True) -> str:
             alt = ", ".join(f"{a['root_cause']} {a['score']:.2f}" for a in d["alternatives"][:3])
             out.append(f"{d['incident']}: {d['root_cause']} ({d['confidence']:.2f}, rule {d['rule'] or '-'})"
                        + (f"; also {alt}" if alt else ""))  # fmt: skip
+            out += [f"  caveat: {c}" for c in d.get("caveats") or []]
             lines = [_evidence_line(e) for e in d["evidence"]]
             if not lines:
                 out.append("  (no evidence: no rule matched, no warning or error found)")
@@ -240,6 +274,7 @@ def diagnosis_markdown(diagnoses: pl.DataFrame) -> str:
         if d["alternatives"]:
             out += ["Also considered: " + ", ".join(f"{a['root_cause']} ({a['score']:.2f}, {_md(a['rule'])})"
                                                     for a in d["alternatives"]), ""]  # fmt: skip
+        out += [f"Caveat: {_md(c)}" for c in d.get("caveats") or []] + ([""] if d.get("caveats") else [])
         out += ["| | Where | Time | Kind | Message |", "|---|---|---|---|---|"]
         for e in d["evidence"]:
             mark, where, when, kind, message = _evidence_line(e)
@@ -290,15 +325,28 @@ def timeline_text(rows: pl.DataFrame) -> str:
         pl.concat_str("kind", pl.lit(" "), pl.col("code").cast(pl.String), ignore_nulls=True).str.strip_chars(),
         pl.col("mark").replace_strict(_ROLE_MARK, default=" ", return_dtype=pl.String),
         pl.concat_str(pl.col("file").str.split("/").list.last(), pl.lit(":"), pl.col("line").cast(pl.String)),
-        pl.col("message").str.split("\n").list.first().str.slice(0, _MESSAGE_CHARS),
+        _headline_expr().str.slice(0, _MESSAGE_CHARS),
     ).rows()
     return "\n".join(_grid(["TIME (UTC)", "HOST", "SOURCE", "KIND", "", "WHERE", "MESSAGE"], view, set())) + "\n"
 
 
-def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window_us: int, by: str) -> str:
-    """The precursor table (support, confidence, lift, lead times) and the frequent sequences."""
+def frame_text(rows: pl.DataFrame, fmt: str) -> str:
+    """A result frame (a timeline, a table of the API) as ``json`` (one array of objects), ``jsonl`` (one
+    object per line) or ``csv`` (lists joined by ``;``); times are ISO-8601 UTC ending in ``Z``."""
+    df = rows.with_columns(pl.col(pl.Datetime).dt.strftime(_TS))
+    if fmt == "csv":
+        return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv()
+    objects = df.to_dicts()
+    if fmt == "json":
+        return json.dumps(objects, ensure_ascii=False) + "\n"
+    return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects)
+
+
+def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window: object, by: str) -> str:
+    """The precursor table (support, confidence, lift, lead times) and the frequent sequences; ``window``
+    is a timedelta."""
     n = int(pre["targets"][0]) if pre.height else 0
-    out = [f"{target}: precursors within {window_us / 60e6:g} min on the same {by}"
+    out = [f"{target}: precursors within {window.total_seconds() / 60:g} min on the same {by}"  # type: ignore[attr-defined]
            + (f" ({n:,} targets)" if n else " (none found)")]  # fmt: skip
     if pre.height:
 

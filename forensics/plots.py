@@ -12,6 +12,7 @@ and ``&`` become entities, which Plotly shows as the characters.
 from __future__ import annotations
 
 import html
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -65,8 +66,19 @@ def _bucket(facts: pl.DataFrame) -> tuple[str, str]:
     return "1d", "day"
 
 
+#: The length of a bucket in milliseconds (Plotly's bar width on a date axis), and of the padding around them.
+_BUCKET_MS = {"1d": 86_400_000, "1w": 7 * 86_400_000, "1mo": 30 * 86_400_000}
+
+
+def _date_range(first: Any, last: Any, pad: timedelta) -> list[str]:
+    """An explicit date-axis range: Plotly's automatic one around a single point or bar is a millisecond
+    wide (a one-day dataset read ``23:59:59.9996 … 00:00:00.0004``)."""
+    return [(first - pad).isoformat(), (last + pad).isoformat()]
+
+
 def causes_over_time_spec(facts: pl.DataFrame) -> dict[str, Any]:
-    """Incidents per day, week or month (by the window's length), stacked by root cause."""
+    """Incidents per day, week or month (by the window's length), stacked by root cause; each bar is
+    as wide as its bucket, and the axis spans the buckets with one more on each side."""
     every, unit = _bucket(facts)
     counts = (
         facts.drop_nulls("when").with_columns(bucket=pl.col("when").dt.truncate(every))
@@ -75,11 +87,15 @@ def causes_over_time_spec(facts: pl.DataFrame) -> dict[str, Any]:
     data = []
     for (cause,), part in counts.group_by("root_cause", maintain_order=True):
         data.append({"type": "bar", "name": plain(cause), "x": [b.isoformat() for b in part["bucket"]],
-                     "y": part["len"].to_list(),
+                     "y": part["len"].to_list(), "width": [_BUCKET_MS[every] * 0.9] * part.height, "offset": 0,
                      "hovertemplate": f"%{{x}}<br>{plain(cause)}: %{{y}}<extra></extra>"})  # fmt: skip
     undated = facts["when"].is_null().sum()
     title = f"Incidents per {unit} by root cause" + (f" ({undated} without a time left out)" if undated else "")
-    return {"data": data, "layout": {"title": {"text": title}, "barmode": "stack", "xaxis": {"type": "date"},
+    xaxis: dict[str, Any] = {"type": "date"}
+    if counts.height:
+        pad = timedelta(milliseconds=_BUCKET_MS[every])
+        xaxis["range"] = _date_range(counts["bucket"].min(), counts["bucket"].max() + pad, pad)
+    return {"data": data, "layout": {"title": {"text": title}, "barmode": "stack", "xaxis": xaxis,
                                      "yaxis": {"title": {"text": "incidents"}}, "legend": {"orientation": "h"},
                                      "margin": {"t": 50, "l": 50, "r": 20, "b": 40}}}  # fmt: skip
 
@@ -127,6 +143,8 @@ def timeline_spec(rows: pl.DataFrame, *, title: str | None = None) -> dict[str, 
     counted in the title."""
     if rows["ts"].is_not_null().any():
         placed, x, axis = rows.drop_nulls("ts"), "ts", {"type": "date", "title": {"text": "time (UTC)"}}
+        first, last = placed["ts"].min(), placed["ts"].max()
+        axis["range"] = _date_range(first, last, max((last - first) / 20, timedelta(seconds=30)))  # type: ignore[operator]
     elif rows["uptime_s"].is_not_null().any():
         placed, x, axis = rows.drop_nulls("uptime_s"), "uptime_s", {"title": {"text": "uptime (s): these logs print no wall-clock time"}}
     else:

@@ -146,7 +146,7 @@ SAMPLES = pa.schema(
 
 INCIDENTS = pa.schema(
     [
-        pa.field("id", pa.string(), nullable=False),
+        pa.field("incident", pa.string(), nullable=False),
         pa.field("hosts", pa.list_(pa.string())),
         pa.field("first_ts", TS),
         pa.field("last_ts", TS),
@@ -157,6 +157,34 @@ INCIDENTS = pa.schema(
         pa.field("fingerprint", pa.string()),  # sizes and mtimes of its files: unchanged ones are not reread
     ]
 )
+
+#: One row per incident: its diagnosis (forensics.mine.diagnose), written by ``forensics diagnose`` (and by
+#: every reader of ``open_dataset(...).diagnoses()``), one file per incident like the tables above but not
+#: written by ingest. ``digest`` is the incident's content digest and ``rules`` the fingerprint of the rule
+#: library and diagnosis code that gave the row: a row whose either differs is stale and never served.
+EVIDENCE = pa.struct([
+    pa.field("file", pa.string()), pa.field("line", pa.int64()), pa.field("ts", TS), pa.field("host", pa.string()),
+    pa.field("kind", pa.string()), pa.field("code", pa.int64()), pa.field("role", pa.string()),
+    pa.field("message", pa.string()), pa.field("copies", pa.list_(pa.string())),
+])  # fmt: skip
+DIAGNOSES = pa.schema(
+    [
+        pa.field("incident", pa.string(), nullable=False),
+        pa.field("root_cause", pa.string(), nullable=False),
+        pa.field("confidence", pa.float64(), nullable=False),
+        pa.field("rule", pa.string()),
+        pa.field("first_host", pa.string()),
+        pa.field("first_rank", pa.int32()),
+        pa.field("first_gpu", pa.string()),
+        pa.field("first_ts", TS),
+        pa.field("evidence", pa.list_(EVIDENCE)),
+        pa.field("alternatives", pa.list_(pa.struct([pa.field("root_cause", pa.string()),
+                                                     pa.field("score", pa.float64()), pa.field("rule", pa.string())]))),
+        pa.field("caveats", pa.list_(pa.string())),
+        pa.field("digest", pa.string(), nullable=False),
+        pa.field("rules", pa.string(), nullable=False),
+    ]
+)  # fmt: skip
 
 TABLES: dict[str, pa.Schema] = {
     "events": EVENTS,

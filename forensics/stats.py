@@ -22,13 +22,14 @@ import polars as pl
 
 from .errors import InputError
 
-#: The component each root cause belongs to (a Llama-3-style grouping).
+#: The component each root cause belongs to (a Llama-3-style grouping). A hang is known (a rank stopped
+#: in a collective, the straggler named), so it is a component of its own, not "Unknown".
 COMPONENTS = {
     "pcie_link": "PCIe", "gpu_hardware": "GPU", "gpu_memory": "GPU memory", "nvlink": "NVLink",
     "thermal": "Cooling", "power": "Power", "network": "Network", "numerical": "Model / data",
     "code_bug": "Software", "gpu_oom": "Software", "host_oom": "Host", "host_memory": "Host",
     "storage": "Storage", "driver": "Platform software", "container_runtime": "Platform software",
-    "hang": "Unknown", "unknown": "Unknown",
+    "hang": "Collective hang", "unknown": "Unknown",
 }  # fmt: skip
 BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job")
 
@@ -37,7 +38,7 @@ def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
     """One row per incident: its diagnosis, when it happened, its job and the GPU-hours it cost."""
     labels = pl.col("labels")
     records = ds.incidents.select(
-        incident="id", last_ts="last_ts",
+        "incident", last_ts="last_ts",
         job=labels.str.json_path_match("$.job.name"),
         gpus=labels.str.json_path_match("$.job.gpus").cast(pl.Int64, strict=False),
         interval_s=labels.str.json_path_match("$.job.checkpoint_interval_s").cast(pl.Float64, strict=False),
@@ -91,9 +92,11 @@ def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) 
         return xid_counts(ds.events)
     if by == "xid_gpu":
         return xid_counts(ds.events, per_gpu=True)
-    from .mine import diagnose
+    if diagnoses is None:  # a dataset's stored diagnoses (redone only where stale)
+        from .mine import diagnose
 
-    facts = incident_facts(ds, diagnose(ds) if diagnoses is None else diagnoses)
+        diagnoses = ds.diagnoses() if hasattr(ds, "diagnoses") else diagnose(ds)
+    facts = incident_facts(ds, diagnoses)
     key = {"cause": ["root_cause"], "component": ["component"], "rule": ["rule", "root_cause"], "host": ["first_host"],
            "gpu": ["first_host", "first_gpu"], "job": ["job"]}.get(by)  # fmt: skip
     if by == "month":

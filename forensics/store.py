@@ -7,6 +7,7 @@ Layout (``DATASET/``)::
     ...                                  files/, identities/
     incidents/<key>.parquet              the incident's record: id, hosts, times, labels, path, digest
     signals/<fingerprint>.parquet        written by ingest: the rows diagnosis reads (forensics.mine.signals)
+    diagnoses/<key>.<digest>.parquet     written by diagnose: the incident's diagnosis (forensics.mine.stored)
 
 ``<key>`` is made from the incident id, ``<digest>`` from its content. Any Parquet reader takes a table
 with a glob (``pl.scan_parquet("DATASET/events/*.parquet")``, DuckDB ``read_parquet('DATASET/events/*.parquet')``).
@@ -18,8 +19,8 @@ readable: :func:`open_dataset` reads only the files its records name, and the ne
 a killed run left half-written and redoes that incident. One ingest at a time holds ``.lock``.
 
 >>> import tempfile, forensics.store as store
->>> d = store.Dataset.create(tempfile.mkdtemp() + "/ds")
->>> d.state()
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     store.Dataset.create(tmp + "/ds").state()
 {}
 """
 
@@ -34,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -42,9 +44,14 @@ import pyarrow.parquet as pq
 from .errors import InputError
 from .schema import INCIDENTS, TABLES
 
-FORMAT = {"format": "gpu-forensics dataset", "version": 1}
+#: Version 2: the incidents table's id column is ``incident``, as in every other table (version 1 said
+#: ``id``); datasets of another version are refused with a clear error (re-ingest them), never misread.
+FORMAT = {"format": "gpu-forensics dataset", "version": 2}
 #: Tables stored per incident besides ``incidents`` (its record, written last).
 PARTS = tuple(name for name in TABLES if name != "incidents")
+#: The diagnoses, stored per incident like a part but written by ``diagnose``, not by ingest; a new version
+#: of an incident deletes its old diagnosis with its old parts (forensics.mine.stored serves and refreshes them).
+DIAGNOSES = "diagnoses"
 
 
 def incident_key(incident_id: str) -> str:
@@ -87,7 +94,9 @@ class Dataset:
             raise InputError(f"{root.parent}: no such directory")
         for name in (*PARTS, "incidents"):
             (root / name).mkdir(parents=True, exist_ok=True)
-        if not marker.is_file():
+        if marker.is_file():
+            _check_version(root)
+        else:
             _atomic_write(marker, json.dumps(FORMAT, indent=2).encode() + b"\n")
         return cls(root)
 
@@ -97,9 +106,7 @@ class Dataset:
         marker = root / "dataset.json"
         if not marker.is_file():
             raise InputError(f"{root}: not a gpu-forensics dataset (no dataset.json); make one with `forensics ingest`")
-        version = json.loads(marker.read_text("utf-8")).get("version")
-        if version != FORMAT["version"]:
-            raise InputError(f"{root}: dataset format version {version}, this gpu-forensics reads {FORMAT['version']}")
+        _check_version(root)
         return cls(root)
 
     @contextmanager
@@ -122,7 +129,7 @@ class Dataset:
         one); if any is unreadable, they are read one by one and the unreadable ones left out (such an
         incident counts as not stored and is redone)."""
         paths = sorted((self.root / "incidents").glob("*.parquet"))
-        columns = ["id", "path", "digest", "fingerprint"]
+        columns = ["incident", "path", "digest", "fingerprint"]
         try:
             rows = (
                 pl.scan_parquet([str(p) for p in paths], include_file_paths="_file").select(*columns, "_file")
@@ -142,7 +149,7 @@ class Dataset:
                 row = pq.read_table(path, columns=columns).to_pylist()[0]
             except (OSError, pa.ArrowException, IndexError):
                 continue  # unreadable record: the incident counts as not stored and is redone
-            out[path.stem] = Record(path.stem, row["id"], row["path"], row["digest"] or "", row["fingerprint"])
+            out[path.stem] = Record(path.stem, row["incident"], row["path"], row["digest"] or "", row["fingerprint"])
         return out
 
     def part_path(self, table: str, key: str, digest: str) -> Path:
@@ -160,8 +167,25 @@ class Dataset:
             _write_parquet(self.part_path(name, key, digest), tables[name])
         _write_parquet(self.root / "incidents" / f"{key}.parquet", record)  # the commit point
         if replaces is not None and replaces[:16] != digest[:16]:
-            for name in PARTS:
+            for name in (*PARTS, DIAGNOSES):  # the old diagnosis goes with the data it was made from
                 self.part_path(name, key, replaces).unlink(missing_ok=True)
+
+    def write_diagnoses(self, table: pa.Table, state: dict[str, Record] | None = None) -> int:
+        """Store diagnoses (rows of :data:`~forensics.schema.DIAGNOSES`), each under its incident's key
+        and the digest it was made from; rows of incidents not (or no longer) committed are not written.
+        Returns how many were written."""
+        by_id = {r.id: r for r in (self.state() if state is None else state).values()}
+        folder = self.root / DIAGNOSES
+        folder.mkdir(exist_ok=True)
+        written = 0
+        for i, (incident, digest) in enumerate(zip(table.column("incident").to_pylist(), table.column("digest").to_pylist(),
+                                                   strict=True)):  # fmt: skip
+            record = by_id.get(incident)
+            if record is None or record.digest != digest:
+                continue
+            _write_parquet(self.part_path(DIAGNOSES, record.key, digest), table.slice(i, 1))
+            written += 1
+        return written
 
     def touch(self, key: str, fingerprint: str) -> None:
         """Record a new fingerprint for an incident whose content did not change."""
@@ -175,7 +199,9 @@ class Dataset:
         """Delete what a killed run left: temporary files, and table files no record names. Returns how many."""
         state = self.state()
         removed = 0
-        for name in (*PARTS, "incidents"):
+        for name in (*PARTS, "incidents", DIAGNOSES):
+            if not (self.root / name).is_dir():
+                continue
             for path in (self.root / name).iterdir():
                 if path.name.startswith(".") and path.name.endswith(".tmp"):
                     path.unlink(missing_ok=True)
@@ -196,6 +222,16 @@ class Dataset:
         if table == "incidents":
             return [str(self.root / "incidents" / f"{r.key}.parquet") for r in records]
         return [str(self.part_path(table, r.key, r.digest)) for r in records]
+
+
+def _check_version(root: Path) -> None:
+    try:
+        version = json.loads((root / "dataset.json").read_text("utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):
+        raise InputError(f"{root}: dataset.json is unreadable; re-ingest into a new folder") from None
+    if version != FORMAT["version"]:
+        raise InputError(f"{root}: dataset format version {version}, this gpu-forensics reads version {FORMAT['version']} "
+                         "(version 2 renamed incidents.id to incidents.incident); re-ingest it into a new folder")
 
 
 @contextmanager
@@ -231,6 +267,8 @@ class OpenDataset:
         self.root = self.store.root
         self._state = self.store.state()
         self._files = {name: self.store.files_of(name, self._state) for name in TABLES}
+        #: Why the last :meth:`diagnoses` could not store what it diagnosed (None when it could, or did not try).
+        self.save_error: str | None = None
 
     def table(self, name: str) -> pl.LazyFrame:
         """The table ``name`` as a LazyFrame (an empty one with the schema when nothing is stored)."""
@@ -269,6 +307,17 @@ class OpenDataset:
     def incidents(self) -> pl.LazyFrame:
         return self.table("incidents")
 
+    def diagnoses(self, *, incident: str | None = None, library: Any = None, save: bool = True) -> pl.DataFrame:
+        """The diagnosis of every incident (or of ``incident``), a DataFrame of
+        :data:`~forensics.schema.DIAGNOSES`: the stored ones that are fresh (same data, same rules and
+        code), the others diagnosed now and, with ``save``, stored (a dataset that cannot be written
+        is still diagnosed: :attr:`save_error` then says why). Stale diagnoses are never returned.
+
+        SQL reads the stored ones from ``DATASET/diagnoses/*.parquet``."""
+        from .mine.stored import diagnoses
+
+        return diagnoses(self, incident=incident, library=library, save=save)
+
     def __repr__(self) -> str:
         return f"<forensics dataset {self.root}: {len(self._files['incidents'])} incident(s)>"
 
@@ -281,7 +330,7 @@ class OpenDataset:
         import html
 
         rows = "".join(f"<tr><td>{name}</td><td style='text-align:right'>{n:,}</td></tr>" for name, n in self.counts().items())
-        first = self.incidents.select("id", "hosts", "first_ts", "last_ts").head(10).collect()
+        first = self.incidents.select("incident", "hosts", "first_ts", "last_ts").head(10).collect()
         shown = "".join(
             "<tr>" + "".join(f"<td>{html.escape(', '.join(v) if isinstance(v, list) else '-' if v is None else str(v))}</td>"
                              for v in r) + "</tr>"
@@ -298,10 +347,10 @@ def open_dataset(root: str | Path) -> OpenDataset:
     """Open a dataset written by ``forensics ingest``; its tables are Polars LazyFrames.
 
     >>> import forensics, tempfile
-    >>> path = tempfile.mkdtemp() + "/ds"
-    >>> _ = forensics.store.Dataset.create(path)
-    >>> ds = forensics.open_dataset(path)
-    >>> ds.events.collect().shape, ds.incidents.collect().columns[:3]
-    ((0, 15), ['id', 'hosts', 'first_ts'])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = forensics.store.Dataset.create(tmp + "/ds")
+    ...     ds = forensics.open_dataset(tmp + "/ds")
+    ...     ds.events.collect().shape, ds.incidents.collect().columns[:3]
+    ((0, 15), ['incident', 'hosts', 'first_ts'])
     """
     return OpenDataset(root)

@@ -43,7 +43,7 @@ def test_other_tables() -> None:
     # DESIGN.md's columns in its order, then the ones this project added
     assert schema.FILES.names == ["incident", "file", "source", "bytes", "lines", "records", "unparsed", "error",
                                   "host", "confidence"]  # fmt: skip
-    assert schema.INCIDENTS.names[:4] == ["id", "hosts", "first_ts", "last_ts"]
+    assert schema.INCIDENTS.names[:4] == ["incident", "hosts", "first_ts", "last_ts"]
     for name in ("gpu", "uuid", "serial", "pcie_gen_current", "pcie_width_max", "remapped_rows_pending",
                  "retired_pages_dbe", "ecc_volatile_uncorrected", "temp_gpu_c", "power_draw_w"):  # fmt: skip
         assert name in schema.GPUS.names

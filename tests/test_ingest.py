@@ -138,7 +138,7 @@ def test_every_packaging_into_one_dataset(mixed: Path, tmp_path: Path) -> None:
     row = ids.filter(pl.col("gpu") == "0000:3b:00.0").row(0, named=True)
     assert row["uuid"] == "GPU-6a1b2c3d-1111-2222-3333-444455556666" and row["product"] == "NVIDIA A10"
     assert "bug report" in row["learnt_from"]
-    labels = json.loads(ds.incidents.filter(pl.col("id") == "folder-inc").collect()["labels"][0])
+    labels = json.loads(ds.incidents.filter(pl.col("incident") == "folder-inc").collect()["labels"][0])
     assert labels == {"label": {"root_cause": "pcie_link"}}
 
 
@@ -238,7 +238,7 @@ def test_timezone_from_incident_toml(tmp_path: Path) -> None:
 def assert_same_dataset(one: Path, two: Path) -> None:
     """Every table of the two datasets holds the same rows (row order aside)."""
     a, b = forensics.open_dataset(one), forensics.open_dataset(two)
-    order = {"identities": ["incident", "host", "gpu"], "files": ["incident", "file"], "incidents": ["id"]}
+    order = {"identities": ["incident", "host", "gpu"], "files": ["incident", "file"], "incidents": ["incident"]}
     for name in forensics.schema.TABLES:
         by = order.get(name, ["incident", "file", "line"])
         got, want = a.table(name).collect(), b.table(name).collect()

@@ -367,11 +367,13 @@ def test_synthetic_incidents_are_diagnosed_from_the_logs(synth_ds: forensics.sto
 
 def test_mining_ranks_aer_before_the_gpu_falls_off(synth_ds: forensics.store.OpenDataset) -> None:
     # gpu.off_bus, not Xid 79: the 570 driver's wording says it without an Xid line
-    pre = forensics.precursors(synth_ds.events, "gpu.off_bus", by="host").collect()
+    pre = forensics.precursors(synth_ds.events, "gpu.off_bus", by="host")
+    assert isinstance(pre, pl.DataFrame)  # like every analysis of the API
+    assert pre.equals(forensics.precursors(synth_ds.events, "gpu.off_bus", by="host", window=timedelta(minutes=30)))
     aer = pre.filter(pl.col("item") == "pcie.aer").row(0, named=True)
     assert aer["lift"] > 1 and aer["support"] >= 2
     assert 0 < aer["lead_p10_s"] <= aer["lead_median_s"] <= aer["lead_p90_s"] <= 30 * 60
-    seq = forensics.sequences(synth_ds.events, "gpu.off_bus").collect()
+    seq = forensics.sequences(synth_ds.events, "gpu.off_bus", window="30m")
     assert "pcie.aer → gpu.off_bus" in seq["sequence"].to_list()
 
 
@@ -401,7 +403,8 @@ def test_diagnose_json_has_the_documented_keys(corpus_ds: forensics.store.OpenDa
     assert code == 0
     objs = [json.loads(line) for line in out.splitlines()]
     assert len(objs) == 15
-    assert all(list(o) == ["incident", "root_cause", "confidence", "rule", "first_failure", "evidence", "alternatives"]
+    assert all(list(o) == ["incident", "root_cause", "confidence", "rule", "first_failure", "evidence", "alternatives",
+                           "caveats"]
                for o in objs)  # fmt: skip
     net = next(o for o in objs if o["incident"] == "ib-retry-exceeded-roce-nccl")
     assert net["root_cause"] == "network" and net["evidence"][0]["file"] == "kp-ddp-worker-0/nccl-debug.log"
@@ -434,7 +437,7 @@ def test_eval_prints_accuracy_and_the_confusion_matrix(corpus_ds: forensics.stor
 
 def test_timeline_puts_every_source_on_one_clock(synth_ds: forensics.store.OpenDataset) -> None:
     d = forensics.diagnose(synth_ds).filter(pl.col("root_cause") == "pcie_link").row(0, named=True)
-    rows = forensics.timeline(synth_ds, d["incident"], around="failure", window_us=20 * 60_000_000)
+    rows = forensics.timeline(synth_ds, d["incident"], around="failure", window="20m")
     timed = rows.filter(pl.col("ts").is_not_null())
     assert timed["ts"].is_sorted()
     assert {"kernel", "torch"} <= set(rows["source"])
@@ -454,6 +457,37 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
     assert any(line.startswith("pcie.aer ") for line in lines[2:5])
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
+    assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (
+        1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, fs.*, "
+           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
+    assert _run("mine", str(synth_ds.root), "--target", "gpu.offbus") == (
+        1, "Error: --target 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
+    assert _run("mine", str(CORPUS / "xid79-off-bus-no-xid-line-nvsentinel"), "--target", "gpu.xid")[0] == 1
+
+
+def test_the_api_takes_windows_like_the_command_line(synth_ds: forensics.store.OpenDataset) -> None:
+    with pytest.raises(forensics.InputError, match="window 1800: expected a duration such as '30m' or a timedelta"):
+        forensics.precursors(synth_ds.events, "gpu.off_bus", window=1800)  # type: ignore[arg-type]
+    with pytest.raises(forensics.InputError, match="window '30 minutes'"):
+        forensics.sequences(synth_ds.events, "gpu.off_bus", window="30 minutes")
+
+
+def test_timeline_formats_and_all_kinds(synth_ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(synth_ds).filter(pl.col("root_cause") == "pcie_link").row(0, named=True)
+    args = ("timeline", str(synth_ds.root), "--incident", d["incident"])
+    rows = forensics.timeline(synth_ds, d["incident"])
+    every = forensics.timeline(synth_ds, d["incident"], kinds=["all"])
+    assert every.height == synth_ds.events.filter(pl.col("incident") == d["incident"]).collect().height > rows.height
+    code, out = _run(*args, "--format", "jsonl")
+    objs = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(objs) == rows.height and list(objs[0]) == list(rows.columns)
+    assert objs[0]["ts"] == rows["ts"][0].strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    code, out = _run(*args, "--format", "json")
+    assert json.loads(out) == objs
+    code, out = _run(*args, "--format", "csv", "--kinds", "all")
+    assert code == 0 and out.splitlines()[0] == ",".join(rows.columns)
+    assert pl.read_csv(out.encode(), infer_schema=False).height == every.height  # multi-line messages are quoted
+    assert _run(*args, "--kinds", "gpu.offbus") == (1, "Error: --kinds 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
 
 
 def test_chunks_and_threads_do_not_change_the_answer(corpus_ds: forensics.store.OpenDataset) -> None:
@@ -499,3 +533,113 @@ def test_any_events_get_one_diagnosis_per_incident(rows: list[dict[str, object]]
     assert all(0 < c <= 1 for c in d["confidence"])
     seen = {(r["file"], r["line"], r["kind"]) for r in rows}
     assert all((e["file"], e["line"], e["kind"]) in seen for ev in d["evidence"] for e in ev)
+
+
+# -- diagnoses as data (issue 32) -----------------------------------------------------------------------
+
+#: A generated incident (corpus/synthetic: synthetic, made by `forensics synth`): its kernel lines are in
+#: both dmesg and the journal, a fatal AER and "device recovery failed" come a second before the GPU falls
+#: off the bus after a burst of corrected AERs, and the training log's traceback ends in a CUDA error.
+SYNTH_AER = CORPUS / "synthetic" / "synth-000006"
+
+
+@pytest.fixture
+def small_ds(tmp_path: Path) -> Path:
+    out = tmp_path / "ds"
+    forensics.ingest([CORPUS / "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", SYNTH_AER], out, jobs=1)
+    return out
+
+
+def test_diagnose_stores_the_diagnoses_table_that_sql_reads(small_ds: Path) -> None:
+    code, out = _run("diagnose", str(small_ds), "--no-evidence")
+    assert code == 0, out
+    import pyarrow.parquet as pq
+
+    files = sorted((small_ds / "diagnoses").glob("*.parquet"))
+    assert len(files) == 2 and all(pq.read_schema(f).remove_metadata().equals(forensics.DIAGNOSES) for f in files)
+    stored = pl.read_parquet(small_ds / "diagnoses" / "*.parquet")
+    assert stored.filter(pl.col("root_cause") == "pcie_link").get_column("incident").sort().to_list() == [
+        "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", "synth-000006"]  # fmt: skip
+    ds = forensics.open_dataset(small_ds)
+    served = ds.diagnoses()
+    assert served.columns == forensics.DIAGNOSES.names
+    assert served.drop("digest", "rules").equals(forensics.diagnose(ds).select(served.columns[:-2]))
+    evidence = stored.explode("evidence").get_column("evidence").struct.unnest()
+    assert {"file", "line", "copies"} <= set(evidence.columns)
+
+
+def test_stale_diagnoses_are_never_served(small_ds: Path, tmp_path: Path) -> None:
+    from forensics.mine import stored
+
+    ds = forensics.open_dataset(small_ds)
+    first = ds.diagnoses()
+    assert len(list((small_ds / "diagnoses").glob("*.parquet"))) == 2
+    # Other rules: the stored rows are not theirs, so they are diagnosed again and replaced.
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "any-xid"\ncause = "driver"\nweight = 0.5\n[[rule.step]]\nkind = "gpu.xid"\n')
+    lib = load_library([rules])
+    assert stored.stored(ds, lib).height == 0
+    other = ds.diagnoses(library=lib)
+    assert set(other["rules"]) == {stored.fingerprint(lib)} != set(first["rules"])
+    assert set(pl.read_parquet(small_ds / "diagnoses" / "*.parquet")["rules"]) == {stored.fingerprint(lib)}
+    # Changed data: the incident's old diagnosis goes with its old version.
+    inc = tmp_path / "inc"
+    shutil.copytree(CORPUS / "hw-ogkm-1229-egpu-thunderbolt-cmpltto-xid31", inc)
+    forensics.ingest([inc], tmp_path / "ds2", jobs=1)
+    ds2 = forensics.open_dataset(tmp_path / "ds2")
+    before = ds2.diagnoses()
+    with (inc / "node-a" / "dmesg.log").open("a") as f:
+        f.write("NVRM: GPU at PCI:0000:63:00: GPU has fallen off the bus.\n")
+    forensics.ingest([inc], tmp_path / "ds2", jobs=1)
+    assert list((tmp_path / "ds2" / "diagnoses").glob("*.parquet")) == []
+    after = forensics.open_dataset(tmp_path / "ds2").diagnoses()
+    assert after["digest"][0] != before["digest"][0]
+    assert len(list((tmp_path / "ds2" / "diagnoses").glob("*.parquet"))) == 1
+
+
+def test_a_version_1_dataset_is_refused_with_a_clear_error(small_ds: Path) -> None:
+    (small_ds / "dataset.json").write_text('{"format": "gpu-forensics dataset", "version": 1}\n')
+    code, out = _run("diagnose", str(small_ds))
+    assert code == 1
+    assert out == (f"Error: {small_ds}: dataset format version 1, this gpu-forensics reads version 2 (version 2 "
+                   "renamed incidents.id to incidents.incident); re-ingest it into a new folder\n")  # fmt: skip
+
+
+def test_a_truncated_archive_is_diagnosed_with_caveats_and_less_confidence(tmp_path: Path) -> None:
+    import tarfile
+
+    archive = tmp_path / "synth-000006.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(SYNTH_AER, arcname="synth-000006")
+    whole = archive.read_bytes()
+    archive.write_bytes(whole[: len(whole) * 2 // 3])
+    forensics.ingest([archive], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    errors = ds.files.filter(pl.col("error").is_not_null()).collect()
+    assert errors.height >= 1
+    d = ds.diagnoses().row(0, named=True)
+    assert d["caveats"] and d["caveats"][0].startswith(f"{errors.height} file(s) not read whole (")
+    assert "truncated" in d["caveats"][0]
+    # The same events without their files table: the same cause, the confidence before the caveats.
+    plain = forensics.diagnose(ds.events).row(0, named=True)
+    factor = 0.7 * (0.9 if ds.files.filter(pl.col("unparsed") > 0).collect().height else 1)
+    assert (d["root_cause"], d["rule"]) == (plain["root_cause"], plain["rule"])
+    assert d["confidence"] == round(plain["confidence"] * factor, 3) < plain["confidence"]
+    code, out = _run("diagnose", str(tmp_path / "ds"))
+    assert f"  caveat: {d['caveats'][0]}\n" in out
+
+
+def test_evidence_is_readable_copies_once_tracebacks_by_their_exception_decisive_lines_in() -> None:
+    code, out = _run("diagnose", str(SYNTH_AER))
+    assert code == 0, out
+    lines = out.splitlines()
+    fatal = [line for line in lines if "Uncorrected (Fatal) error message" in line]
+    assert len(fatal) == 1 and "gpu-node-013/journal.log:67 (= dmesg.log:52)" in fatal[0]
+    assert sum("device recovery failed" in line for line in lines) == 1
+    # The driver prints "fallen off the bus" twice: two rows (a repeat is not a copy), each with its dmesg copy.
+    off = [line for line in lines if "has fallen off the bus" in line]
+    assert [line.split()[1:4] for line in off] == [["gpu-node-013/journal.log:72", "(=", "dmesg.log:57)"],
+                                                   ["gpu-node-013/journal.log:73", "(=", "dmesg.log:58)"]]  # fmt: skip
+    assert any("cuda.launch_failure" in line and line.endswith("RuntimeError: CUDA error: unspecified launch failure")
+               for line in lines)  # fmt: skip
+    assert not any("Traceback (most recent call last)" in line for line in lines)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,13 +26,28 @@ def test_the_two_notebooks_are_there() -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_text_renders_and_is_not_stale(path: Path) -> None:
+    cells = json.loads(path.read_text("utf-8"))["cells"]
+    markdown = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    # A heading is "# Title": "# # Title" renders a literal "#".
+    assert not [m for m in markdown if re.match(r"#+ #", m)]
+    assert all(m.startswith("# ") for m in markdown if m.startswith("#"))
+    # No count of the corpus's incidents in the prose: it grows (23, then 246), the notebook prints the count.
+    assert not [m for m in markdown if re.search(r"corpus's \d+ incidents|\d+ real incidents", m)]
+    code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert "mkdtemp" not in code and "window_us" not in code and code.rstrip().endswith("WORK.cleanup()  # the temporary dataset and files of this notebook")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(path, as_version=4)
+    before = set(Path(tempfile.gettempdir()).glob("forensics-notebook-*"))
     # Any cell that raises fails the test (CellExecutionError, with the cell and its traceback).
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()  # fmt: skip
+    assert set(Path(tempfile.gettempdir()).glob("forensics-notebook-*")) == before  # nothing left in /tmp
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     # The figures reached the notebook as Plotly figures, the tables as HTML.

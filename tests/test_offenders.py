@@ -43,7 +43,7 @@ class Fleet:
 
     @property
     def incidents(self) -> pl.LazyFrame:
-        return pl.LazyFrame({"id": [d["incident"] for d in self.diag], "labels": ["{}"] * len(self.diag)})
+        return pl.LazyFrame({"incident": [d["incident"] for d in self.diag], "labels": ["{}"] * len(self.diag)})
 
     def diagnoses(self) -> pl.DataFrame:
         return pl.DataFrame(self.diag, schema={"incident": pl.String, "root_cause": pl.String, "first_host": pl.String,

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import polars as pl
 from click.testing import CliRunner
 
 import forensics
@@ -55,7 +56,7 @@ def hostile_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.Open
 
 def test_every_incident_has_a_page_and_an_index_row(corpus_ds: forensics.store.OpenDataset) -> None:
     text = build(corpus_ds)
-    ids = corpus_ds.incidents.select("id").collect()["id"].to_list()
+    ids = corpus_ds.incidents.select("incident").collect()["incident"].to_list()
     assert len(ids) == 15
     for i in ids:
         key = incident_key(i)
@@ -172,7 +173,7 @@ def test_report_in_chromium(browser, corpus_ds: forensics.store.OpenDataset, tmp
     assert page.locator("#fleet div.chart .main-svg").count() >= 2
     assert page.locator("#fleet div.chart").count() == 3
     assert _not_blank(page.screenshot()) > 20
-    ids = corpus_ds.incidents.select("id").collect()["id"].to_list()
+    ids = corpus_ds.incidents.select("incident").collect()["incident"].to_list()
     assert page.locator("#incident-index tbody tr").count() == len(ids)
     for i in ids:
         key = f"incident-{incident_key(i)}"
@@ -220,3 +221,58 @@ def test_injected_markup_stays_text_in_chromium(browser, hostile_ds: forensics.s
     assert page.locator("script:not([type]), script[type='application/json']").count() == page.evaluate(
         "document.scripts.length")
     assert view.problems == []
+
+
+# -- what a reader sees first (issue 32) ----------------------------------------------------------------
+
+
+def test_the_fleet_page_opens_on_the_incidents_unknown_and_least_sure_first(corpus_ds: forensics.store.OpenDataset) -> None:
+    text = build(corpus_ds)
+    fleet = text[text.index('id="fleet"') :]
+    assert fleet.index("<h2>Incidents</h2>") < fleet.index("<h2>Fleet summary</h2>") < fleet.index("<h2>Root causes</h2>")
+    index = fleet[fleet.index('id="incident-index"') :]
+    index = index[: index.index("</table>")]
+    head = re.findall(r"<th[^>]*>([^<]+)</th>", index)
+    assert head[:7] == ["incident", "root_cause", "confidence", "when (UTC)", "first_host", "first_gpu", "caveats"]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", index)[1:]]
+    d = corpus_ds.diagnoses().sort(pl.col("root_cause") != "unknown", "confidence", "incident")
+    assert [(c[1], float(c[2])) for c in cells] == [(r["root_cause"], r["confidence"]) for r in d.iter_rows(named=True)]
+    unknown = int((d["root_cause"] == "unknown").sum())
+    low = int(((d["root_cause"] != "unknown") & (d["confidence"] < 0.5)).sum())
+    assert f"15 incident(s): {unknown} unknown, {low} below 50% confidence, 0 with caveats (damaged input)" in fleet
+
+
+def test_a_one_day_dataset_has_a_day_wide_time_axis() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from forensics.plots import causes_over_time_spec, timeline_spec
+
+    t = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+    facts = pl.DataFrame({"when": [t, t + timedelta(minutes=5)], "root_cause": ["driver", "hang"]})
+    spec = causes_over_time_spec(facts)
+    lo, hi = (datetime.fromisoformat(v) for v in spec["layout"]["xaxis"]["range"])
+    assert (lo, hi) == (datetime(2025, 2, 28, tzinfo=UTC), datetime(2025, 3, 3, tzinfo=UTC))
+    assert {w for trace in spec["data"] for w in trace["width"]} == {0.9 * 86_400_000}
+    one = pl.DataFrame({"ts": [t], "uptime_s": [None], "host": ["h"], "source": ["kernel"], "severity": ["error"],
+                        "mark": ["failure"], "kind": ["gpu.xid"], "code": [79], "file": ["k"], "line": [1],
+                        "message": ["m"]}, schema_overrides={"uptime_s": pl.Float64})  # fmt: skip
+    lo, hi = (datetime.fromisoformat(v) for v in timeline_spec(one)["layout"]["xaxis"]["range"])
+    assert (lo, hi) == (t - timedelta(seconds=30), t + timedelta(seconds=30))
+
+
+def test_an_incident_timeline_zooms_on_the_failure_and_lists_far_rows(tmp_path: Path) -> None:
+    # Real: the driver was loaded 12 days before the Xid 94 (corpus/PROVENANCE.md).
+    forensics.ingest([CORPUS / "mem-akash-244-node4-xid94-contained-device-unhealthy"], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    text = build(ds)
+    key = incident_key("mem-akash-244-node4-xid94-contained-device-unhealthy")
+    page = text[text.index(f'id="incident-{key}"') :]
+    page = page[: page.index("</section>")]
+    assert "<h3>Far from the failure (8 more than 6 h away, not drawn)</h3>" in page
+    far = page[page.index("Far from the failure") :]
+    assert "NVRM: loading NVIDIA UNIX x86_64 Kernel Module" in far and "Xid (PCI:0000:00:08): 94" not in far
+    import json as _json
+
+    spec = _json.loads(re.search(rf'<script type="application/json" id="tl-{key}">(.*?)</script>', text).group(1))
+    drawn = [x for trace in spec["data"] for x in trace["x"]]
+    assert drawn and all(x.startswith("2024-08-09") for x in drawn)

@@ -51,7 +51,7 @@ def test_gpu_hours_lost_from_the_job_facts() -> None:
 
     class Ds:
         incidents = pl.LazyFrame({
-            "id": ["a", "b", "c"], "last_ts": [t0, t0, t0],
+            "incident": ["a", "b", "c"], "last_ts": [t0, t0, t0],
             "labels": ['{"job": {"gpus": 64, "last_checkpoint": "2025-01-01T11:30:00Z"}}',
                        '{"job": {"gpus": 8, "checkpoint_interval_s": 3600}}', "{}"],
         })  # fmt: skip
@@ -78,7 +78,7 @@ def test_lead_time_counts_only_precursors_before_the_failure() -> None:
     }, schema_overrides={"first_gpu": pl.String, "evidence": pl.List(ev)})  # fmt: skip
 
     class Ds:
-        incidents = pl.LazyFrame({"id": ["a", "b", "c"], "last_ts": [t0] * 3, "labels": ["{}"] * 3})
+        incidents = pl.LazyFrame({"incident": ["a", "b", "c"], "last_ts": [t0] * 3, "labels": ["{}"] * 3})
 
     assert incident_facts(Ds(), diagnoses).sort("incident")["lead_time_s"].to_list() == [600.0, None, None]
 
@@ -115,3 +115,17 @@ def test_stats_command(corpus_ds: forensics.store.OpenDataset) -> None:
     assert "| root_cause | incidents | share |" in md
     csv = CliRunner().invoke(main, ["stats", str(corpus_ds.root), "--format", "csv"]).output
     assert pl.read_csv(csv.encode())["incidents"].sum() == 15
+
+
+def test_a_hang_is_a_component_of_its_own_not_unknown() -> None:
+    from forensics.stats import COMPONENTS
+
+    assert COMPONENTS["hang"] == "Collective hang" and COMPONENTS["unknown"] == "Unknown"
+    assert [cause for cause, component in COMPONENTS.items() if component == "Unknown"] == ["unknown"]
+
+
+def test_stats_on_a_folder_that_is_not_a_dataset_is_an_error() -> None:
+    folder = Path(__file__).parents[1] / "corpus" / "xid79-off-bus-no-xid-line-nvsentinel"
+    r = CliRunner().invoke(main, ["stats", str(folder)])
+    assert (r.exit_code, r.output) == (1, f"Error: {folder}: not a gpu-forensics dataset (no dataset.json); make one "
+                                          "with `forensics ingest`\n")  # fmt: skip

@@ -155,7 +155,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         labels["config_error"] = config_error
     hosts = sorted(set(files_df.get_column("host").drop_nulls()) | set(ev.get_column("host").drop_nulls()))
     incidents = pa.Table.from_pylist([{
-        "id": incident_id, "hosts": hosts,
+        "incident": incident_id, "hosts": hosts,
         "first_ts": ev.get_column("ts").min(), "last_ts": ev.get_column("ts").max(),
         "labels": json.dumps(labels, default=_json_default, sort_keys=True),
         "path": str(ref.path), "digest": h.hexdigest(),

@@ -14,6 +14,11 @@ straggler — the rank whose watchdog reports the lowest last completed work, el
 from the timeouts, else torchrun's "Root Cause (first observed failure)"; for ``unknown``, torchrun's
 root cause, else the first rank that exited.
 
+**Caveats**: a diagnosis of damaged input says so. When a file of the incident could not be read whole
+(``files.error``: a truncated archive or stream, an unreadable member, a cap) the confidence is
+multiplied by :data:`UNREADABLE` (0.7); when records were left unparsed, by :data:`UNPARSED` (0.9);
+each reason is a line of ``caveats``. The root cause is never changed by them.
+
 The labels in ``incident.toml`` are never read here: ``forensics eval`` compares against them.
 """
 
@@ -34,7 +39,7 @@ from .language import Library, load_library
 
 #: The columns of a diagnosis, one row per incident.
 COLUMNS = ("incident", "root_cause", "confidence", "rule", "first_host", "first_rank", "first_gpu", "first_ts",
-           "evidence", "alternatives")  # fmt: skip
+           "evidence", "alternatives", "caveats")  # fmt: skip
 
 
 #: Incidents of a dataset diagnosed at once: memory stays bounded by the chunk, not the dataset.
@@ -45,20 +50,32 @@ INDEXED_CHUNK = 2
 WORKERS = 2
 
 
-def diagnose(source: Any, *, incident: str | None = None, library: Library | None = None,
-             chunk: int = CHUNK, workers: int = WORKERS) -> pl.DataFrame:  # fmt: skip
-    """Diagnose every incident of ``source`` (an open dataset, or an events LazyFrame/DataFrame).
+def diagnose(source: Any, *, incident: str | None = None, incidents: list[str] | None = None,
+             library: Library | None = None, chunk: int = CHUNK, workers: int = WORKERS) -> pl.DataFrame:  # fmt: skip
+    """Diagnose every incident of ``source`` (an open dataset, or an events LazyFrame/DataFrame), or
+    only ``incident``, or only those of ``incidents``.
 
     Returns one row per incident with :data:`COLUMNS`; ``evidence`` is a list of structs (file, line,
-    ts, host, kind, code, role, message), ``alternatives`` a list of (root_cause, score, rule). A
+    ts, host, kind, code, role, message, copies: the ``file:line`` of the same line seen in other files,
+    such as a kernel line in both dmesg and the journal), ``alternatives`` a list of (root_cause, score,
+    rule), ``caveats`` a list of strings (see the module's doc). A
     dataset is read from its signals index (:mod:`.signals`) ``chunk`` × :data:`INDEXED_CHUNK`
     incidents at a time, and the incidents the index does not hold from their events files ``chunk``
     at a time; ``workers`` chunks at once. A LazyFrame is read at once.
     """
     library = library or load_library()
+    found = _diagnose_all(source, incident=incident, incidents=incidents, library=library, chunk=chunk, workers=workers)
+    return with_caveats(found, caveats(source, found.get_column("incident").to_list()))
+
+
+def _diagnose_all(source: Any, *, incident: str | None, incidents: list[str] | None, library: Library,
+                  chunk: int, workers: int) -> pl.DataFrame:  # fmt: skip
     if hasattr(source, "parts"):
         files = source.parts("events")
-        ids = sorted(files) if incident is None else [incident] * (incident in files)
+        if incidents is not None:
+            ids = sorted(set(incidents) & set(files))
+        else:
+            ids = sorted(files) if incident is None else [incident] * (incident in files)
         if not ids:
             return _diagnose(prepare(pl.LazyFrame(schema=source.events.collect_schema()), library), [], library)
         index, stale = signals.load(source, library, ids)
@@ -88,9 +105,10 @@ def diagnose(source: Any, *, incident: str | None = None, library: Library | Non
             return pl.concat(list(pool.map(one, jobs))).sort("incident")
     events = _events(source)
     ids = events.select("incident").unique().collect().get_column("incident").sort().to_list()
-    if incident is not None:
-        events = events.filter(pl.col("incident") == incident)
-        ids = [i for i in ids if i == incident]
+    if incident is not None or incidents is not None:
+        wanted = set(incidents if incidents is not None else [incident])
+        events = events.filter(pl.col("incident").is_in(sorted(wanted)))
+        ids = [i for i in ids if i in wanted]
     return _diagnose(prepare(events, library), ids, library)
 
 
@@ -134,7 +152,94 @@ def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame
     )
     out = _unknown_first_failure(p, out)
     out = _list_found(p, out)
-    return out.select(COLUMNS).sort("incident")
+    out = _merge_copies(out)
+    return out.with_columns(caveats=pl.lit([], dtype=pl.List(pl.String))).select(COLUMNS).sort("incident")
+
+
+#: The order in which the copies of one line keep their role: the failure's copy is the one shown.
+_ROLE_ORDER = {"failure": 0, "precursor": 1, "related": 2, "found": 3, "follower": 4}
+
+
+def _merge_copies(out: pl.DataFrame) -> pl.DataFrame:
+    """One evidence row per line: the same message of the same host, kind and code in the same second
+    in other files (a kernel line in dmesg and in the journal) is shown once, its other places in
+    ``copies`` (``file:line``); the copy kept is the one with the strongest role, then the first. A line
+    repeated in one file is a repeat, not a copy: the n-th of a file pairs with the n-th of another."""
+    fields = out.schema["evidence"].inner.fields  # type: ignore[attr-defined]
+    names = [f.name for f in fields]
+    rows = out.select("incident", "evidence").explode("evidence").drop_nulls("evidence")
+    if rows.height == 0:
+        return out
+    rows = rows.with_row_index("_i").unnest("evidence").with_columns(
+        _where=pl.format("{}:{}", "file", "line"),
+        _role=pl.col("role").replace_strict(_ROLE_ORDER, default=9, return_dtype=pl.Int8),
+        _second=pl.col("ts").dt.truncate("1s"),
+    )
+    key = ["incident", "host", "kind", "code", "message", "_second"]
+    rows = rows.with_columns(_nth=pl.int_range(pl.len()).over([*key, "file"], order_by="_i"))
+    key.append("_nth")
+    merged = (
+        rows.sort("_role", "_i").group_by(key, maintain_order=True)
+        .agg(*(pl.col(n).first() for n in names if n not in key and n != "copies"), pl.col("_i").first(),
+             copies=pl.col("_where").slice(1))  # fmt: skip
+        .sort("_i")
+        .group_by("incident", maintain_order=True)
+        .agg(_ev=pl.struct(*names))
+    )
+    out = out.join(merged, on="incident", how="left").with_columns(
+        evidence=pl.coalesce(pl.col("_ev").cast(out.schema["evidence"]), "evidence")
+    )
+    return out.drop("_ev")
+
+
+#: Confidence factors of a diagnosis of damaged input (see the module's doc).
+UNREADABLE, UNPARSED = 0.7, 0.9
+#: Files named per caveat; the others are counted.
+_NAMED = 3
+
+
+def caveats(source: Any, ids: list[str]) -> pl.DataFrame:
+    """Per incident of ``ids`` whose input was damaged: ``caveats`` (list of strings) and ``factor`` (the
+    confidence multiplier). Read from the ``files`` table of a dataset (``files.error``, ``unparsed``);
+    an events frame has no files table, so only its ``unparsed`` rows count."""
+    schema = {"incident": pl.String, "caveats": pl.List(pl.String), "factor": pl.Float64}
+    if not ids:
+        return pl.DataFrame(schema=schema)
+    if hasattr(source, "files"):
+        files = source.files.filter(pl.col("incident").is_in(ids)).select("incident", "file", "error", "unparsed").collect()
+    else:
+        files = (
+            _events(source).filter(pl.col("incident").is_in(ids) & (pl.col("kind") == "unparsed"))
+            .group_by("incident", "file").agg(unparsed=pl.len()).with_columns(error=pl.lit(None, pl.String)).collect()
+        )  # fmt: skip
+    out = []
+    for (inc,), g in files.group_by("incident"):
+        notes, factor = [], 1.0
+        bad = g.filter(pl.col("error").is_not_null()).sort("file")
+        if bad.height:
+            named = "; ".join(f"{r['file']}: {r['error']}" for r in bad.head(_NAMED).iter_rows(named=True))
+            more = f"; and {bad.height - _NAMED} more" if bad.height > _NAMED else ""
+            notes.append(f"{bad.height} file(s) not read whole ({named}{more})")
+            factor *= UNREADABLE
+        unparsed = g.filter(pl.col("unparsed") > 0)
+        if unparsed.height:
+            notes.append(f"{int(unparsed['unparsed'].sum())} record(s) in {unparsed.height} file(s) not parsed "
+                         "(kept as unparsed rows)")  # fmt: skip
+            factor *= UNPARSED
+        if notes:
+            out.append({"incident": inc, "caveats": notes, "factor": factor})
+    return pl.DataFrame(out, schema=schema)
+
+
+def with_caveats(diagnoses: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """``diagnoses`` with the caveats of ``found`` (from :func:`caveats`) and their confidence lowered."""
+    if found.height == 0:
+        return diagnoses
+    out = diagnoses.join(found, on="incident", how="left")
+    return out.with_columns(
+        confidence=(pl.col("confidence") * pl.col("factor").fill_null(1.0)).round(3),
+        caveats=pl.coalesce("caveats_right", "caveats"),
+    ).select(COLUMNS)
 
 
 #: A catalog reading alone is worth this share of its weight against a rule's chain of events.
@@ -174,7 +279,8 @@ def _list_found(p: pl.DataFrame, out: pl.DataFrame) -> pl.DataFrame:
     rows = rows.sort(["incident", "cat_weight", "sev", "t", "file", "line"],
                      descending=[False, True, True, False, False, False], nulls_last=True)  # fmt: skip
     found = rows.group_by("incident", maintain_order=True).head(FOUND).group_by("incident", maintain_order=True).agg(
-        _found=pl.struct(*_EVIDENCE[:-1], role=pl.lit("found"), message="message")
+        _found=pl.struct(*_EVIDENCE[:-1], role=pl.lit("found"), message="message",
+                         copies=pl.lit([], dtype=pl.List(pl.String)))
     )  # fmt: skip
     out = out.join(found, on="incident", how="left")
     return out.with_columns(
@@ -195,6 +301,9 @@ def _events(source: Any) -> pl.LazyFrame:
 _HARDWARE = r"^(?:gpu|pcie|net|host|disk|fs)\."
 _EVIDENCE = ["file", "line", "ts", "host", "kind", "code", "message"]
 _SEV_WARNING = SEVERITIES.index("warning")
+_SEV_ERROR = SEVERITIES.index("error")
+#: Hardware errors this close to the failure (before or after) are evidence whatever rule fired.
+NEAR_US = 120_000_000
 
 
 #: At most this many rows besides the chain: more events of the chain's kinds, then followers.
@@ -218,9 +327,24 @@ def _evidence(p: pl.DataFrame, best: pl.DataFrame, library: Library) -> pl.DataF
             continue
         related += [matching(p, replace(s.match, followers=True), ["incident", "row"]).join(won, on="incident", how="semi")
                     for s in rule.steps]  # fmt: skip
-    more = pl.concat(related).join(p.select("row", "host"), on="row").join(hosts, on=["incident", "host"])
-    more = more.join(chain.select("row"), on="row", how="anti").join(p.select("row", "t"), on="row")
-    more = more.sort("incident", "t", "row", nulls_last=True).group_by("incident", maintain_order=True).head(RELATED)
+    # Besides more events of the chain's steps, the hardware errors of its hosts close to the failure (a
+    # fatal AER, "device recovery failed" a second before the GPU fell off the bus) whatever their kind.
+    t_fail = best.select("incident", "t_fail")
+    near = p.join(t_fail, on="incident").filter(
+        pl.col("kind").str.contains(_HARDWARE) & (pl.col("sev") >= _SEV_ERROR) & ~pl.col("follower")
+        & ((pl.col("t") - pl.col("t_fail")).abs() <= NEAR_US)
+    ).select("incident", "row")  # fmt: skip
+    more = pl.concat([*related, near]).unique().join(p.select("row", "host"), on="row").join(hosts, on=["incident", "host"])
+    more = more.join(chain.select("row"), on="row", how="anti").join(p.select("row", "t", "sev"), on="row")
+    # One of each kind and code first (its most severe, closest to the failure), then the rest by severity
+    # and closeness: a burst of corrected AERs does not crowd out the fatal one a second before the failure.
+    more = more.join(p.select("row", "kind", "code"), on="row").join(t_fail, on="incident").with_columns(
+        _far=(pl.col("t") - pl.col("t_fail")).abs()
+    )
+    more = more.sort(["incident", "sev", "_far", "row"], descending=[False, True, False, False], nulls_last=True)
+    more = more.with_columns(_repeat=pl.int_range(pl.len()).over("incident", "kind", "code"))
+    more = more.sort(["incident", "_repeat", "sev", "_far", "row"], descending=[False, False, True, False, False],
+                     nulls_last=True).group_by("incident", maintain_order=True).head(RELATED)  # fmt: skip
     followers = p.join(best.select("incident"), on="incident").filter(pl.col("follower")).select("incident", "row")
     followers = followers.join(chain.select("row"), on="row", how="anti").group_by("incident", maintain_order=True).head(FOLLOWERS)
     rows = pl.concat([
@@ -229,7 +353,9 @@ def _evidence(p: pl.DataFrame, best: pl.DataFrame, library: Library) -> pl.DataF
         followers.select("incident", "row", role=pl.lit("follower")),
     ]).unique("row", keep="first", maintain_order=True)  # fmt: skip
     rows = rows.join(p.select("row", "t", *_EVIDENCE), on="row").sort("incident", "t", "file", "line", nulls_last=True)
-    return rows.group_by("incident", maintain_order=True).agg(evidence=pl.struct(*_EVIDENCE[:-1], "role", "message"))
+    return rows.group_by("incident", maintain_order=True).agg(
+        evidence=pl.struct(*_EVIDENCE[:-1], "role", "message", copies=pl.lit([], dtype=pl.List(pl.String)))
+    )
 
 
 def _first_failure(p: pl.DataFrame, best: pl.DataFrame) -> pl.DataFrame:

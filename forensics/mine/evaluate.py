@@ -38,7 +38,7 @@ class Evaluation:
 def evaluate(ds: Any, *, library: Library | None = None) -> Evaluation:
     """Diagnose every labelled incident of the open dataset ``ds`` and compare."""
     labels = ds.incidents.select(
-        incident="id",
+        "incident",
         truth=pl.col("labels").str.json_path_match("$.label.root_cause"),
         l_host=pl.col("labels").str.json_path_match("$.label.first_host"),
         l_gpu=pl.col("labels").str.json_path_match("$.label.first_gpu"),

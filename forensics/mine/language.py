@@ -55,6 +55,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,45 @@ def duration_us(text: str) -> int:
     if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", "", text).strip():
         raise ValueError(f"expected a duration such as 30s, 10m, 2h, got {text!r}")
     return int(sum(float(n) * _UNITS[u] for n, u in parts))
+
+
+def window_us(window: str | timedelta) -> int:
+    """A window as the API takes it — a duration like the command line's (``"30m"``) or a timedelta — in
+    microseconds; :class:`~forensics.errors.InputError` when it is neither or not positive.
+
+    >>> window_us("30m"), window_us(timedelta(seconds=2))
+    (1800000000, 2000000)
+    """
+    if isinstance(window, timedelta):
+        us = int(window / timedelta(microseconds=1))
+    elif isinstance(window, str):
+        try:
+            us = duration_us(window)
+        except ValueError:
+            raise InputError(f"window {window!r}: expected a duration such as 30s, 10m, 2h (or a timedelta)") from None
+    else:
+        raise InputError(f"window {window!r}: expected a duration such as '30m' or a timedelta")
+    if us <= 0:
+        raise InputError(f"window {window!r}: must be longer than zero")
+    return us
+
+
+def known_kinds(patterns: list[str], *, option: str) -> list[str]:
+    """``patterns`` (kind names or globs) checked against the vocabulary: one that names no kind raises
+    :class:`~forensics.errors.InputError` with the closest kinds.
+
+    >>> known_kinds(["gpu.*", "host.oom_kill"], option="--kinds")
+    ['gpu.*', 'host.oom_kill']
+    """
+    import difflib
+
+    for pattern in patterns:
+        if not _expand((pattern,)):
+            close = difflib.get_close_matches(pattern, sorted(KINDS), n=3, cutoff=0.7)
+            families = sorted({k.split(".")[0] + ".*" for k in KINDS if "." in k})
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; kinds are {', '.join(families)}, other, unparsed"
+            raise InputError(f"{option} {pattern!r}: no such event kind{hint}")
+    return patterns
 
 
 @dataclass(frozen=True)

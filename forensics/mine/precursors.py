@@ -1,4 +1,8 @@
-"""Which events precede a failure, how often, how long before: Polars LazyFrame queries, no I/O.
+"""Which events precede a failure, how often, how long before: Polars queries over an events frame.
+
+:func:`precursors` and :func:`sequences` take the events (a LazyFrame such as ``ds.events``, or a
+DataFrame) and return DataFrames, like every analysis of the API; their window is a duration string
+like the command line's (``"30m"``) or a timedelta.
 
 A **target** is the first event matching ``KIND[:CODE]`` per key (``gpu``: incident, host and GPU;
 ``host``; ``incident``) — duplicates of one message in dmesg and kern.log count once. An **item** is
@@ -19,18 +23,26 @@ from __future__ import annotations
 
 import polars as pl
 
+from datetime import timedelta
+
 from ..errors import InputError
+from ..schema import KINDS
 from .engine import KEYS
+from .language import known_kinds, window_us
 
 #: Kinds that say nothing by themselves: lines no family claimed, and every training step.
 NOISE_KINDS = ("other", "unparsed", "train.step")
 
 
 def parse_target(text: str) -> tuple[str, int | None]:
-    """``"gpu.xid:79"`` → ``("gpu.xid", 79)``; ``"host.oom_kill"`` → ``("host.oom_kill", None)``."""
+    """``"gpu.xid:79"`` → ``("gpu.xid", 79)``; ``"host.oom_kill"`` → ``("host.oom_kill", None)``; a kind
+    not in the vocabulary raises :class:`~forensics.errors.InputError` naming the closest ones."""
     kind, sep, code = text.strip().partition(":")
     if not kind or (sep and not code.lstrip("-").isdigit()):
         raise InputError(f"--target {text!r}: expected KIND or KIND:CODE, for example gpu.xid:79")
+    if kind not in KINDS:
+        known_kinds([kind], option="--target")
+        raise InputError(f"--target {text!r}: one kind, not a pattern")
     return kind, int(code) if sep else None
 
 
@@ -63,7 +75,7 @@ def targets(events: pl.LazyFrame, kind: str, code: int | None, by: str = "host")
     )
 
 
-def _before(events: pl.LazyFrame, kind: str, code: int | None, by: str, window_us: int) -> pl.LazyFrame:
+def _before(events: pl.LazyFrame, kind: str, code: int | None, by: str, window: int) -> pl.LazyFrame:
     """Per target and item, the item's first occurrence in the window before the target."""
     keys = KEYS[by]
     t = targets(events, kind, code, by)
@@ -71,16 +83,20 @@ def _before(events: pl.LazyFrame, kind: str, code: int | None, by: str, window_u
     items = _items(events.filter(~own), keys)
     return (
         t.join(items, on=keys)
-        .filter((pl.col("t") < pl.col("t_target")) & (pl.col("t") >= pl.col("t_target") - window_us))
+        .filter((pl.col("t") < pl.col("t_target")) & (pl.col("t") >= pl.col("t_target") - window))
         .group_by(*keys, "t_target", "item")
         .agg(t_first=pl.col("t").min(), fine=pl.col("fine").first())
     )
 
 
-def precursors(events: pl.LazyFrame, kind: str, code: int | None = None, *, by: str = "host",
-               window_us: int = 30 * 60_000_000) -> pl.LazyFrame:  # fmt: skip
-    """Every item that precedes the target within the window on the same key, ranked by lift then
-    support (see the module's doc for the columns)."""
+def precursors(events: pl.LazyFrame | pl.DataFrame, kind: str, code: int | None = None, *, by: str = "host",
+               window: str | timedelta = "30m") -> pl.DataFrame:  # fmt: skip
+    """Every item that precedes the target within ``window`` (``"30m"`` or a timedelta) before it on
+    the same key, ranked by lift then support (see the module's doc for the columns)."""
+    return _precursors(events.lazy(), kind, code, by=by, window=window_us(window)).collect()
+
+
+def _precursors(events: pl.LazyFrame, kind: str, code: int | None, *, by: str, window: int) -> pl.LazyFrame:
     if by not in KEYS:
         raise InputError(f"--by {by!r}: one of {', '.join(KEYS)}")
     keys = KEYS[by]
@@ -91,7 +107,7 @@ def precursors(events: pl.LazyFrame, kind: str, code: int | None = None, *, by: 
         base_rate=pl.col("present") / pl.col("units")
     )
     lead = (pl.col("t_target") - pl.col("t_first")) / 1e6
-    found = _before(events, kind, code, by, window_us).group_by("item").agg(
+    found = _before(events, kind, code, by, window).group_by("item").agg(
         support=pl.len(),
         lead_p10_s=lead.quantile(0.1, "linear"),
         lead_median_s=lead.median(),
@@ -108,14 +124,23 @@ def precursors(events: pl.LazyFrame, kind: str, code: int | None = None, *, by: 
     )
 
 
-def sequences(events: pl.LazyFrame, kind: str, code: int | None = None, *, by: str = "host",
-              window_us: int = 30 * 60_000_000, min_support: int = 2, max_length: int = 4) -> pl.LazyFrame:  # fmt: skip
-    """Frequent ordered sequences ``a → … → target`` (2 to ``max_length`` events) within the window:
-    ``sequence`` (items joined by `` → ``), ``length``, ``support``, ``confidence``."""
+def sequences(events: pl.LazyFrame | pl.DataFrame, kind: str, code: int | None = None, *, by: str = "host",
+              window: str | timedelta = "30m", min_support: int = 2, max_length: int = 4) -> pl.DataFrame:  # fmt: skip
+    """Frequent ordered sequences ``a → … → target`` (2 to ``max_length`` events) within ``window``
+    (``"30m"`` or a timedelta): ``sequence`` (items joined by `` → ``), ``length``, ``support``,
+    ``confidence``."""
+    if by not in KEYS:
+        raise InputError(f"--by {by!r}: one of {', '.join(KEYS)}")
+    return _sequences(events.lazy(), kind, code, by=by, window=window_us(window), min_support=min_support,
+                      max_length=max_length).collect()  # fmt: skip
+
+
+def _sequences(events: pl.LazyFrame, kind: str, code: int | None, *, by: str, window: int, min_support: int,
+               max_length: int) -> pl.LazyFrame:  # fmt: skip
     keys = KEYS[by]
     target_name = kind if code is None else f"{kind}:{code}"
     # Collected once: every level of the search below reads it (a lazy plan would rescan the events).
-    first = _before(events, kind, code, by, window_us).collect().lazy()
+    first = _before(events, kind, code, by, window).collect().lazy()
     first = first.filter("fine")
     frequent = first.group_by("item").agg(n=pl.len()).filter(pl.col("n") >= min_support).select("item")
     steps = first.join(frequent, on="item").with_columns(tid=pl.struct(*keys))

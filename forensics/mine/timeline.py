@@ -14,19 +14,23 @@ import polars as pl
 
 from ..errors import InputError
 from .diagnose import diagnose
-from .language import Library, glob_regex
+from .language import Library, glob_regex, known_kinds, window_us
 
 #: Kinds left out unless asked for: every line no family claimed, and every training step.
 QUIET_KINDS = ("other", "train.step")
 
 
 def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | None = None,
-             window_us: int | None = None, kinds: list[str] | None = None,
+             window: str | timedelta = "10m", kinds: list[str] | None = None,
              library: Library | None = None) -> pl.DataFrame:  # fmt: skip
     """The events of ``incident`` (the only one when None) with ``mark``; ``around`` (a time, or
-    ``"failure"`` for the diagnosed first failure, or the earliest timed evidence when it has no time) and ``window_us`` keep the rows within ± the window;
-    ``kinds`` (names or globs) keep those kinds, default all but :data:`QUIET_KINDS`."""
-    ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    ``"failure"`` for the diagnosed first failure, or the earliest timed evidence when it has no time)
+    keeps the rows within ± ``window`` (``"10m"`` or a timedelta) of it; ``kinds`` (names or globs,
+    or ``["all"]`` for every kind) keep those kinds, default all but :data:`QUIET_KINDS`."""
+    half = timedelta(microseconds=window_us(window))
+    if kinds and "all" not in kinds:
+        known_kinds(kinds, option="--kinds")
+    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
     if not ids:
         raise InputError("the dataset holds no incident")
     if incident is None:
@@ -48,7 +52,6 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
             center = parse_time(around)
         else:
             center = around
-        half = timedelta(microseconds=window_us or 600_000_000)
         out = out.filter(pl.col("ts").is_between(center - half, center + half))
     return out
 
@@ -60,7 +63,8 @@ COLUMNS = ("incident", "ts", "uptime_s", "host", "source", "kind", "severity", "
 
 def marked(events: pl.DataFrame, diagnoses: pl.DataFrame, *, kinds: list[str] | None = None) -> pl.DataFrame:
     """``events`` (of one or many incidents) with each row's ``mark`` from ``diagnoses``' evidence,
-    kept by ``kinds`` (default: all but :data:`QUIET_KINDS`, marked rows always), in timeline order."""
+    kept by ``kinds`` (``["all"]``: every kind; default: all but :data:`QUIET_KINDS`, marked rows always), in
+    timeline order."""
     marks = (
         diagnoses.select("incident", "evidence").explode("evidence").drop_nulls("evidence")
         .select("incident", pl.col("evidence").struct.field("file", "line", "kind"),
@@ -69,7 +73,9 @@ def marked(events: pl.DataFrame, diagnoses: pl.DataFrame, *, kinds: list[str] | 
     )  # fmt: skip
     keys = ["incident", "file", "line", "kind"]
     out = events.join(marks.cast({"line": events.schema["line"]}), on=keys, how="left", maintain_order="left")
-    if kinds:
+    if kinds and "all" in kinds:
+        pass
+    elif kinds:
         out = out.filter(pl.col("kind").str.contains(glob_regex(kinds)))
     else:
         out = out.filter(~pl.col("kind").is_in(QUIET_KINDS) | pl.col("mark").is_not_null())

@@ -1,10 +1,11 @@
 """The HTML report: one self-contained file with the fleet's summary and a page per incident.
 
 Everything is inline — styles, Plotly's script, this package's script and the chart data — so the
-file opens with no network. The fleet page has the summary, the root-cause and component tables, the
-incidents over time, the first-failure heat map, the lead times, the repeat offenders, the Xid counts
-and an index of the incidents; each incident's page has its diagnosis, its evidence, an interactive
-timeline across its hosts and sources, and the timeline's rows.
+file opens with no network. The fleet page opens on the incidents — cause, confidence, first failure
+and caveats, the unknown and least sure first — then has the summary, the root-cause and component
+tables, the incidents over time, the first-failure heat map, the lead times, the repeat offenders and
+the Xid counts; each incident's page has its diagnosis, its caveats, its evidence, an interactive
+timeline across its hosts and sources zoomed on the failure, and the rows it does not draw.
 
 Log text is untrusted. HTML is written with every value escaped (:func:`html.escape`); chart data sits
 in ``<script type="application/json">`` with ``<``, ``>`` and ``&`` as JSON escapes, so no text can end
@@ -13,14 +14,16 @@ the element; the page's script only sets ``textContent``; chart labels are escap
 
 A timeline keeps every evidence row and, of the rest, those nearest the first failure, up to
 :data:`TIMELINE_ROWS` per incident (fewer when there are many incidents, so that the file stays
-below about :data:`TIMELINE_BUDGET` rows in all); ``forensics timeline`` gives every row.
+below about :data:`TIMELINE_BUDGET` rows in all); ``forensics timeline`` gives every row. The chart
+draws the rows within :data:`ZOOM` of the failure; farther ones (a boot line weeks earlier) are
+listed under it, not drawn, so that they do not squash the failure into a few pixels.
 """
 
 from __future__ import annotations
 
 import html
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,11 +33,10 @@ import polars as pl
 from .. import plots
 from .._modules import make_callable
 from ..errors import InputError
-from ..mine import diagnose
 from ..mine.language import Library
 from ..mine.timeline import marked
 from ..offenders import repeat_offenders
-from ..output import _first_failure_text, stat_cell
+from ..output import _first_failure_text, evidence_where, headline, stat_cell
 from ..stats import incident_facts, stats, summary, xid_counts
 from ..store import _atomic_write, incident_key
 
@@ -44,6 +46,9 @@ TIMELINE_BUDGET = 50_000
 #: Incidents whose events are read at once.
 CHUNK = 200
 MESSAGE_CHARS = 2000
+#: A timeline chart draws the rows this close to the failure (the first failure's time, else the earliest
+#: timed evidence); the others are listed below it.
+ZOOM = timedelta(hours=6)
 
 
 def _e(value: Any) -> str:
@@ -88,12 +93,12 @@ def _chart(id_: str, spec: dict[str, Any], specs: list[str]) -> str:
 def build(ds: Any, *, incident: str | None = None, library: Library | None = None,
           title: str | None = None) -> str:  # fmt: skip
     """The report of dataset ``ds`` (of one incident when ``incident`` is given) as an HTML string."""
-    ids = ds.incidents.select("id").collect().get_column("id").to_list()
+    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
     if incident is not None and incident not in ids:
         raise InputError(f"no incident {incident!r} in the dataset")
-    d = diagnose(ds, incident=incident, library=library)
+    d = ds.diagnoses(incident=incident, library=library)
     records = ds.incidents.select(
-        incident="id", hosts="hosts", path="path",
+        "incident", hosts="hosts", path="path",
         label=pl.col("labels").str.json_path_match("$.label.root_cause"),
     ).collect()  # fmt: skip
     if incident is not None:
@@ -130,7 +135,8 @@ def _fleet(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, specs: list[str]) -> s
     if head["gpu_hours_unknown"]:
         cards.append(("GPU-hours unknown", f"{head['gpu_hours_unknown']:,} incident(s)"))
     window = f"{_ts(head['first'])} to {_ts(head['last'])} (UTC)" if head["first"] is not None else "no incident has a time"
-    out = ['<section class="page" id="fleet" data-title="Fleet">', "<h2>Fleet summary</h2>",
+    out = ['<section class="page" id="fleet" data-title="Fleet">', _incident_index(d, facts),
+           "<h2>Fleet summary</h2>",
            f'<p class="note">{_e(window)}. Shares are counts over the total; MTBF is the window over the count.</p>',
            '<div class="cards">', *(f"<div class=card><strong>{_e(v)}</strong><span>{_e(k)}</span></div>" for k, v in cards), "</div>"]  # fmt: skip
     by_cause = stats(ds, "cause", diagnoses=d)
@@ -150,13 +156,36 @@ def _fleet(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, specs: list[str]) -> s
     xids = xid_counts(ds.events)
     if xids.height:
         out += ["<h2>Xid events</h2>", _table(xids)]
-    index = facts.select("incident", "when", "root_cause", "component", "confidence", "first_host", "first_gpu",
-                         "lead_time_s", "gpu_hours_lost")  # fmt: skip
-    out += ["<h2>Incidents</h2>",
-            f'<p><input id="filter" type="search" placeholder="filter: id, cause, host…" aria-label="filter incidents"> '
-            f'<span class="note" id="filter-count">{index.height} shown</span></p>',
-            _table(index, id_="incident-index", links={"incident": "incident-{key}"}), "</section>"]  # fmt: skip
+    out.append("</section>")
     return "".join(out)
+
+
+#: Below this confidence a diagnosis is listed among the first, with the unknowns.
+LOW_CONFIDENCE = 0.5
+
+
+def _incident_index(d: pl.DataFrame, facts: pl.DataFrame) -> str:
+    """The incidents, what a reader checks first: the unknown ones, then the least sure, then the rest;
+    each with its cause, confidence, first failure and caveats."""
+    index = (
+        facts.select("incident", "when", "root_cause", "confidence", "first_host", "first_gpu", "component",
+                     "lead_time_s", "gpu_hours_lost")
+        .join(d.select("incident", caveats=pl.col("caveats").list.join("; ")), on="incident", how="left")
+        .sort(pl.col("root_cause") != "unknown", "confidence", "incident")
+        .select("incident", "root_cause", "confidence", pl.col("when").alias("when (UTC)"), "first_host",
+                "first_gpu", "caveats", "component", "lead_time_s", "gpu_hours_lost")
+    )  # fmt: skip
+    unknown = int((index["root_cause"] == "unknown").sum())
+    low = int(((index["root_cause"] != "unknown") & (index["confidence"] < LOW_CONFIDENCE)).sum())
+    damaged = int((index["caveats"].fill_null("") != "").sum())
+    said = f"{unknown} unknown, {low} below {LOW_CONFIDENCE:.0%} confidence, {damaged} with caveats (damaged input)"
+    return "".join([
+        "<h2>Incidents</h2>",
+        f'<p class="note">{index.height} incident(s): {_e(said)}; the unknown and least sure first.</p>',
+        f'<p><input id="filter" type="search" placeholder="filter: id, cause, host…" aria-label="filter incidents"> '
+        f'<span class="note" id="filter-count">{index.height} shown</span></p>',
+        _table(index, id_="incident-index", links={"incident": "incident-{key}"}),
+    ])  # fmt: skip
 
 
 def _cap(n_incidents: int) -> int:
@@ -204,6 +233,8 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
                     ("GPU-hours lost", _e("-" if f.get("gpu_hours_lost") is None else f"{f['gpu_hours_lost']:,.1f} ({f['basis']})")),
                     ("hosts", _e(", ".join(rec.get("hosts") or []) or "-")), ("archive", _e(rec.get("path"))),
                     ("label (incident.toml)", _e(rec.get("label")))]  # fmt: skip
+        if row["caveats"]:
+            facts_dl.insert(2, ("caveats", "<br>".join(_e(c) for c in row["caveats"])))
         out = [f'<section class="page" id="incident-{_e(key)}" data-title="{_e(iid)}" hidden>',
                f'<h2>{_e(iid)}</h2><p><a href="#fleet">← fleet</a></p>',
                '<dl class="facts">', *(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts_dl), "</dl>", "<h3>Evidence</h3>"]  # fmt: skip
@@ -215,11 +246,16 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
         if tl is not None and tl.height:
             total = tl["total"][0]
             title = f"{iid}: {tl.height} of {total} event(s)" if total > tl.height else f"{iid}: {total} event(s)"
-            out += ["<h3>Timeline</h3>", _chart(f"tl-{key}", plots.timeline_spec(tl.drop("total"), title=title), specs)]
+            near, far = _zoom(tl.drop("total"), _center(row))
+            out += ["<h3>Timeline</h3>", _chart(f"tl-{key}", plots.timeline_spec(near, title=title), specs)]
             if total > tl.height:
                 out.append(f'<p class="note">The {tl.height} events nearest the first failure and every evidence row; '
                            f"<code>forensics timeline DATASET --incident {_e(iid)}</code> lists all {total}.</p>")  # fmt: skip
-            undrawn = _undrawn(tl)
+            if far.height:
+                hours = ZOOM.total_seconds() / 3600
+                out += [f"<h3>Far from the failure ({far.height} more than {hours:g} h away, not drawn)</h3>",
+                        _timeline_table(far)]  # fmt: skip
+            undrawn = _undrawn(near)
             if undrawn.height:
                 out += [f"<h3>Not on the chart ({undrawn.height} without a time)</h3>", _timeline_table(undrawn)]
         else:
@@ -227,6 +263,25 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
         out.append("</section>")
         pages.append("".join(out))
     return pages
+
+
+def _center(row: dict[str, Any]) -> datetime | None:
+    """Where an incident's timeline is zoomed: its first failure's time, else its earliest timed evidence."""
+    if row["first_ts"] is not None:
+        return row["first_ts"]  # type: ignore[no-any-return]
+    return min((e["ts"] for e in row["evidence"] if e["ts"] is not None), default=None)
+
+
+def _zoom(tl: pl.DataFrame, center: datetime | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows the chart draws (within :data:`ZOOM` of ``center``, and those without a time) and the
+    timed rows farther away. Without a center, the median time of the rows is the center."""
+    timed = tl.filter(pl.col("ts").is_not_null())
+    if timed.height == 0:
+        return tl, tl.clear()
+    if center is None:
+        center = timed["ts"].sort()[timed.height // 2]
+    far = pl.col("ts").is_not_null() & ((pl.col("ts") - pl.lit(center)).abs() > ZOOM)
+    return tl.filter(~far), tl.filter(far)
 
 
 _ROLES = {"failure": 0, "precursor": 1, "related": 2, "follower": 3}
@@ -238,8 +293,8 @@ def _evidence_table(evidence: list[dict[str, Any]]) -> str:
     for e in sorted(evidence, key=lambda e: (_ROLES.get(e["role"], 4), e["ts"] is None, e["ts"] or 0)):
         kind = e["kind"] + ("" if e["code"] is None else f" {e['code']}")
         rows.append(f'<tr class="{_e(e["role"])}"><td>{_e(e["role"])}</td><td>{_e(_ts(e["ts"]))}</td><td>{_e(e["host"])}</td>'
-                    f'<td>{_e(kind)}</td><td>{_e(e["file"])}:{_e(e["line"])}</td>'
-                    f'<td class="msg">{_e(str(e["message"])[:MESSAGE_CHARS])}</td></tr>')  # fmt: skip
+                    f'<td>{_e(kind)}</td><td>{_e(evidence_where(e))}</td>'
+                    f'<td class="msg">{_e(headline(str(e["message"]))[:MESSAGE_CHARS])}</td></tr>')  # fmt: skip
     return ("<table><thead><tr><th>role</th><th>time (UTC)</th><th>host</th><th>kind</th><th>where</th><th>message</th>"
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
 

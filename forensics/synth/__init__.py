@@ -12,12 +12,14 @@ card shows up in different slots over time. Everything is drawn from one seed: t
 byte-identical output (archive member times are fixed).
 
 >>> import tempfile, pathlib
->>> out = pathlib.Path(tempfile.mkdtemp()) / "synth"
+>>> tmp = tempfile.TemporaryDirectory()
+>>> out = pathlib.Path(tmp.name) / "synth"
 >>> first = synth(out, incidents=3, seed=7).causes
 >>> first == synth(out, incidents=3, seed=7).causes  # a rerun replaces its own earlier output
 True
 >>> sorted(p.name.split(".")[0] for p in out.glob("synth-*"))  # folders or .tar.gz
 ['synth-000000', 'synth-000001', 'synth-000002']
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations
