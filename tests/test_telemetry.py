@@ -18,7 +18,7 @@ from forensics.schema import SAMPLES
 
 from .conftest import GOLDEN, golden_cases
 
-TELEMETRY = ("lspci", "ibcounters", "nicstats")
+TELEMETRY = ("lspci", "ibcounters", "nicstats", "dcgm")
 CASES = [(source, case) for source in TELEMETRY for case in golden_cases(source)]
 IDS = [f"{source}/{case.stem}" for source, case in CASES]
 OTHERS = [case for folder in sorted(GOLDEN.iterdir()) if folder.is_dir() and folder.name not in TELEMETRY
@@ -78,3 +78,78 @@ def test_truncated_and_shuffled_real_lines(source: str, data: st.DataObject) -> 
     cut = data.draw(st.integers(0, len(text)))
     result = sources.get(source).parse(text[:cut], file="x")
     assert result.samples.schema == SAMPLES
+
+
+# SYNTHETIC fixtures: written for these tests after the layouts dcgmi prints (dcgmi/Diag.cpp and Health.cpp of
+# NVIDIA/DCGM: a 27-wide left column, a 48-wide right column, messages wrapped at 46 characters); the real
+# samples in tests/golden/dcgm/ hold no failed table row and no health report.
+DIAG_3X_FAIL_SYNTHETIC = """\
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Deployment  --------+------------------------------------------------|
+| Denylist                  | Pass                                           |
++-----  Integration  -------+------------------------------------------------+
+| PCIe                      | Fail - All                                     |
+| Warning                   | GPU 1 Error using CUDA API cudaDeviceGetByPCI  |
+|                           | BusId Check DCGM and system logs for errors.   |
++-----  Hardware  ----------+------------------------------------------------+
+| GPU Memory                | Skip - All                                     |
++---------------------------+------------------------------------------------+
+"""
+DIAG_4X_FAIL_SYNTHETIC = """\
+| Diagnostic                | Result                                         |
++-----  Hardware  ----------+------------------------------------------------+
+| memory                    | Fail                                           |
+|                           | GPU0: Pass                                     |
+|                           | GPU1: Fail                                     |
+| Warning: GPU1             | Memory errors detected                         |
+"""
+HEALTH_SYNTHETIC = """\
++---------------------------+----------------------------------------------------------+
+| Health Monitor Report                                                                |
++===========================+==========================================================+
+| Overall Health            | Warning                                                  |
+| GPU ID: 0                 | Warning                                                  |
+|                           | PCIe system: Warning - Detected more than 8 PCIe         |
+|                           | replays per minute for GPU 0 : 13                        |
+| GPU ID: 1                 | Healthy                                                  |
++---------------------------+----------------------------------------------------------+
+"""
+
+
+def _events(text: str) -> list[dict]:
+    rows = sources.get("dcgm").parse(text.encode(), file="x").events.to_pylist()
+    return [{**r, "detail": json.loads(r["detail"])} for r in rows if r["kind"] != "other"]
+
+
+def test_dcgmi_diag_3x_fail_all_names_the_gpus_of_its_warnings() -> None:
+    [fail] = _events(DIAG_3X_FAIL_SYNTHETIC)
+    assert (fail["kind"], fail["line"], fail["detail"]["test"], fail["detail"]["gpu_index"]) == ("gpu.diag_fail", 7, "PCIe", 1)
+    assert fail["detail"]["message"] == ("GPU 1 Error using CUDA API cudaDeviceGetByPCIBusId Check DCGM and system "
+                                         "logs for errors.")  # fmt: skip
+
+
+def test_dcgmi_diag_4x_per_gpu_rows() -> None:
+    [fail] = _events(DIAG_4X_FAIL_SYNTHETIC)
+    assert (fail["line"], fail["detail"]["gpu_index"], fail["detail"]["message"]) == (5, 1, "Memory errors detected")
+
+
+def test_dcgmi_health_reports_each_unhealthy_subsystem() -> None:
+    [warn] = _events(HEALTH_SYNTHETIC)
+    assert (warn["kind"], warn["severity"], warn["line"]) == ("gpu.health", "warning", 6)
+    assert warn["detail"] == {"gpu_index": 0, "system": "PCIe", "status": "Warning",
+                              "message": "Detected more than 8 PCIe replays per minute for GPU 0 : 13"}  # fmt: skip
+
+
+def test_dcgm_blank_values_are_no_reading_and_field_ids_join_old_and_new_names() -> None:
+    text = ('DCGM_FI_DEV_GPU_TEMP{gpu="0",pci_bus_id="00000000:3B:00.0"} 61\n'
+            'DCGM_FI_DEV_GPU_TEMP_CELSIUS{gpu="1",pci_bus_id="00000000:5E:00.0"} 62\n'
+            'DCGM_FI_DEV_MEMORY_TEMP{gpu="0"} 9.223372036854776e+18\n'
+            'DCGM_FI_PROF_SM_ACTIVE{gpu="0"} 140737488355328.000000\n'
+            'DCGM_FI_DEV_XID_ERRORS{gpu="0",err_code="79",err_msg="GPU has fallen off the bus"} 79\n')  # fmt: skip  (SYNTHETIC)
+    result = sources.get("dcgm").parse(text.encode(), file="x")
+    samples = [(s["gpu"], s["metric"], s["value"]) for s in result.samples.to_pylist()]
+    assert samples == [("0000:3b:00.0", "temperature_c", 61.0), ("0000:5e:00.0", "temperature_c", 62.0), (None, "xid_last", 79.0)]
+    [xid] = [e for e in result.events.to_pylist() if e["kind"] == "gpu.xid"]
+    assert (xid["code"], json.loads(xid["detail"])["text"]) == (79, "GPU has fallen off the bus")
