@@ -27,7 +27,7 @@ health`` reports not ``Healthy`` (``system``, ``status``, ``message``).
 
 Example::
 
-    DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-…",pci_bus_id="00000000:3B:00.0",err_code="79",err_msg="GPU has fallen off the bus"} 79
+    DCGM_FI_DEV_XID_ERRORS{gpu="0",pci_bus_id="00000000:3B:00.0",err_code="79",err_msg="GPU has fallen off the bus"} 79
 
 gives a sample ``xid_last 79`` for device ``0`` / gpu ``0000:3b:00.0`` and a ``gpu.xid`` event code 79.
 """
@@ -101,7 +101,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         findings, records, error = _diag_json(text)
         if error is None:
             return result([], findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                          incident=incident, host=host, invalid_utf8_lines=bad_utf8)  # fmt: skip
+                          incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
         findings = []
     diag: _Diag | None = None
     health: _Health | None = None
@@ -133,7 +133,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     findings += diag.findings() if diag else []
     findings += health.findings() if health else []
     return result(readings, findings, lines=len(lines), records=records, unparsed=unparsed, source=NAME, file=file,
-                  incident=incident, host=host, error=error, invalid_utf8_lines=bad_utf8)  # fmt: skip
+                  incident=incident, host=host, error=error, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- scrapes
@@ -329,7 +329,8 @@ class _Health:
     def findings(self) -> list[Finding]:
         severity = {"warning": "warning", "failure": "error", "fail": "error"}
         return [Finding(i["line"], "gpu.health", severity.get(i["status"].lower(), "warning"),
-                        f"dcgmi health: GPU {i['gpu']} {i['system']}: {i['status']}" + (f" - {i['message']}" if i["message"] else ""),
+                        f"dcgmi health: GPU {i['gpu']} {i['system']}: {i['status']}"
+                        + (f" - {i['message']}" if i["message"] else ""),
                         detail={"gpu_index": int(i["gpu"]), "system": i["system"], "status": i["status"],
                                 "message": i["message"] or None})
                 for i in self.items if i["status"].lower() != "healthy"]  # fmt: skip

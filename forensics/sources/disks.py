@@ -63,7 +63,7 @@ _ATTRIBUTE = re.compile(
 )
 _KEY_VALUE = re.compile(r"^\s*([A-Za-z][\w .]*?[\w.])\s*:\s+(\S.*?)\s*$")
 _SMART_LOG = re.compile(r"^Smart Log for NVME device:(\S+)")
-_IOSTAT_HEAD = re.compile(r"^Device:?\s+(.*\S)\s*$")
+_IOSTAT_HEAD = re.compile(r"^Device:?\s+((?=.*(?:%util|\btps\b)).*\S)\s*$")  # not smartctl's "Device Model:"
 _STAMP = re.compile(
     r"^(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)([+-]\d{4}|Z)?|(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d)(?: ([AP]M))?)\s*$"
 )
@@ -81,6 +81,10 @@ _NVME = {
     "unsafe shutdowns": "unsafe_shutdowns", "unsafe_shutdowns": "unsafe_shutdowns",
     "temperature": "temperature_c", "power on hours": "power_on_hours", "power_on_hours": "power_on_hours",
 }  # fmt: skip
+#: Counters whose non-zero value is worth a ``disk.smart`` event, how the event names them, and its level.
+_COUNTED = (("media_errors", "media errors", "error"), ("reallocated_sectors", "reallocated sectors", "warning"),
+            ("pending_sectors", "pending sectors", "warning"),
+            ("offline_uncorrectable", "offline uncorrectable sectors", "warning"))  # fmt: skip
 _WARNING_BITS = ("spare", "temperature", "reliability", "read_only", "volatile_backup", "pmr_read_only")
 _IOSTAT = {"await": "await_ms", "r_await": "r_await_ms", "w_await": "w_await_ms", "svctm": "svctm_ms",
            "%util": "util_pct", "aqu-sz": "queue_size", "avgqu-sz": "queue_size", "r/s": "reads_per_s",
@@ -149,7 +153,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             ts = stamp
         elif (m := _KEY_VALUE.match(text)) and (metric := _NVME.get(m[1].strip().lower())):
             disk.touched = True
-            value = _nvme_value(metric, m[2])
+            value = _nvme_value(m[2])
             if value is not None:
                 unit = "C" if metric == "temperature_c" else "%" if metric.endswith(("_pct", "percentage_used")) else None
                 readings.append(Reading(n, metric, value, unit, device=disk.device))
@@ -167,7 +171,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records += sum(1 for d in disks if d.touched)  # iostat's reports are counted as their heads are read
     findings += [f for d in disks if (f := d.finding()) is not None]
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
 
 
 class _Disk:
@@ -188,7 +192,7 @@ class _Disk:
         failed = self.health is not None and self.health.rstrip("!").upper() not in ("PASSED", "OK")
         if failed:
             reasons.append(f"health {self.health}")
-            severity = "critical"
+            severity, lines = "critical", [self.health_line]
         if self.failing:
             reasons += [f"{a['name']} {a['when_failed']}" for a in self.failing]
             severity = "critical" if failed else "error"
@@ -198,9 +202,7 @@ class _Disk:
         if warning:
             reasons.append(f"critical warning 0x{int(warning):02x} ({', '.join(bits) or 'reserved bits'})")
             severity, lines = ("critical" if failed else "error"), lines + [line]
-        for metric, label, level in (("media_errors", "media errors", "error"), ("reallocated_sectors", "reallocated sectors", "warning"),
-                                     ("pending_sectors", "pending sectors", "warning"),
-                                     ("offline_uncorrectable", "offline uncorrectable sectors", "warning")):  # fmt: skip
+        for metric, label, level in _COUNTED:
             value, line = self.values.get(metric, (0.0, 0))
             if value:
                 reasons.append(f"{value:g} {label}")
@@ -217,7 +219,7 @@ class _Disk:
                        detail=detail, samples=lines)  # fmt: skip
 
 
-def _nvme_value(metric: str, text: str) -> float | None:
+def _nvme_value(text: str) -> float | None:
     """An NVMe field's number: ``0x04``, ``100%``, ``4,804``, ``42 C (315 Kelvin)``, ``28 Celsius``."""
     first = text.split()[0] if text.split() else ""
     return number(first)

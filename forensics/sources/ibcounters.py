@@ -99,12 +99,13 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse ``ibstat``/``ibstatus``/``perfquery``/``ibqueryerrors`` output into samples and ``net.link`` events."""
     series, bad_utf8 = split_lines(data)
+    lines = series.to_list()
     ports: dict[str, dict[str, Any]] = {}  # device → what ibstat/ibstatus said of it
     readings: list[Reading] = []
     findings: list[Finding] = []
     ca = ca_type = device = node = None  # node: the ibqueryerrors node of the lines being read
     records = 0
-    for n, line in enumerate(series.to_list(), 1):
+    for n, line in enumerate(lines, 1):
         text = _QUOTE.sub("", line, count=1)
         if m := _IBSTAT_CA.match(text):
             ca, ca_type, device = m[1], None, None
@@ -146,8 +147,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             findings.append(other(n, line))
             ca = None  # ibstat's CA ends (ibpanic:); a counter's device stays (a header cut by a mail)
     findings += _links(ports, readings)
-    return result(readings, findings, lines=len(series), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8)  # fmt: skip
+    return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
 
 
 def _port_field(port: dict[str, Any], device: str, key: str, value: str, n: int) -> list[Reading]:

@@ -150,7 +150,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         readings += r
         findings += f
     return result(readings, findings, lines=len(lines), records=len(devices), unparsed=unparsed, source=NAME,
-                  file=file, incident=incident, host=host, invalid_utf8_lines=bad_utf8)  # fmt: skip
+                  file=file, incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
 
 
 def _link(parts: list[list[Any]]) -> tuple[int | None, int | None, str | None, str | None]:
@@ -242,6 +242,8 @@ def _aer(line: int, aer_severity: str, bits: list[str], gpu: str | None, where: 
     severity = {"corrected": "warning", "nonfatal": "error", "fatal": "critical"}[aer_severity]
     named = ", ".join(bits) or ", ".join(detail.get("devsta") or [])
     text = f"{where}: AER {aer_severity} status set: {named}"
+    layer = catalog.aer_layer(bits, aer_severity) if bits else None
+    agent = catalog.aer_agent(bits) if bits else None
     return Finding(line, "pcie.aer", severity, text, gpu=gpu,
-                   detail={"aer_severity": aer_severity, "bits": bits, "layer": catalog.aer_layer(bits, aer_severity) if bits else None,
-                           "agent": catalog.aer_agent(bits) if bits else None, "port": None, **detail})  # fmt: skip
+                   detail={"aer_severity": aer_severity, "bits": bits, "layer": layer, "agent": agent, "port": None,
+                           **detail}, samples=[line])  # fmt: skip

@@ -126,7 +126,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             if not text[:1].isspace():
                 mode = None
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
 
 
 def _queue(name: str, device: str | None) -> tuple[str, str | None]:

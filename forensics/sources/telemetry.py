@@ -79,8 +79,10 @@ def other(line: int, text: str) -> Finding:
 
 def result(readings: list[Reading], findings: list[Finding], *, lines: int, records: int, unparsed: int,
            source: str, file: str, incident: str = "", host: str | None = None, error: str | None = None,
-           invalid_utf8_lines: int = 0) -> SourceResult:  # fmt: skip
-    """The ``events`` and ``samples`` tables of one file, in line order."""
+           invalid_utf8_lines: int = 0, text: list[str] | None = None) -> SourceResult:  # fmt: skip
+    """The ``events`` and ``samples`` tables of one file, in line order. Given the file's ``text`` (its
+    lines), a derived event's message is its summary followed by the lines it was read from, as printed:
+    the message catalogs read those lines (``State: Down``, ``… test result: FAILED!``) whatever the summary."""
     samples = pa.Table.from_pylist(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": r.line, "ts": r.ts,
           "gpu": r.gpu, "device": r.device, "metric": r.metric, "value": r.value, "unit": r.unit}
@@ -88,6 +90,10 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
         schema=SAMPLES,
     )  # fmt: skip
     findings = sorted(findings, key=lambda f: f.line)
+    if text is not None:
+        for f in findings:
+            quoted = [text[n - 1] for n in sorted(set(f.samples)) if 0 < n <= len(text) and text[n - 1] != f.message]
+            f.message = "\n".join([f.message, *quoted])
     templates = iter(_templates([f.message for f in findings if f.kind == "other"]))
     events = events_table(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": f.line, "ts": f.ts,
