@@ -39,6 +39,8 @@ import re
 from functools import cache
 from typing import Any
 
+import polars as pl
+
 from .. import catalog
 from ..pci import canonical_bdf
 from ..text import split_lines
@@ -92,25 +94,30 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     """Parse a scrape or a ``dcgmi`` report into ``samples`` and ``events``."""
     series, bad_utf8 = split_lines(data)
     lines = series.to_list()
-    text = "\n".join(lines)
     readings: list[Reading] = []
     findings: list[Finding] = []
     unparsed = records = 0
     error = None
-    if text.lstrip().startswith("{") and '"' in text:
-        findings, records, error = _diag_json(text)
+    if data.lstrip()[:1] == b"{":
+        findings, records, error = _diag_json("\n".join(lines))
         if error is None:
             return result([], findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
                           incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
         findings = []
     diag: _Diag | None = None
     health: _Health | None = None
-    for n, line in enumerate(lines, 1):
+    frame, scraped, slow = _scrape(series)
+    in_frame = set(frame.get_column("line").to_list())
+    records += len(scraped - slow)  # read whole by _scrape; `slow` lines (an event, no number) line by line too
+    quiet = set(pl.DataFrame({"raw": series}).with_row_index("line", offset=1)
+                .filter(pl.col("raw").str.contains(r"^\s*(?:#\s|$)")).get_column("line").to_list())  # fmt: skip
+    for n in sorted(set(range(1, len(lines) + 1)) - scraped - quiet | slow):
+        line = lines[n - 1]
         body = re.sub(r"^\s*`|`\s*$", "", line)
         if m := _SERIES.match(body):
             records += 1
             r, f, bad = _series(n, m)
-            readings += r
+            readings += [x for x in r if n not in in_frame]
             findings += f
             unparsed += bad
             if bad:
@@ -133,18 +140,61 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     findings += diag.findings() if diag else []
     findings += health.findings() if health else []
     return result(readings, findings, lines=len(lines), records=records, unparsed=unparsed, source=NAME, file=file,
-                  incident=incident, host=host, error=error, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+                  incident=incident, host=host, error=error, invalid_utf8_lines=bad_utf8, text=lines,
+                  frame=frame)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- scrapes
+
+
+_GAUGE_IDS = ("100", "101", "140", "150", "155", "158", "159", "160", "164", "190", "191", "203", "204")
+_EVENT_IDS = ("230", "311", "395", "396")
+_SERIES_PL = r"^\s*`?\s*(?P<name>DCGM_\w+)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<stamp>\d{10,16}))?\s*`?\s*$"
+
+
+def _label(labels: pl.Expr, name: str) -> pl.Expr:
+    return labels.str.extract(rf'(?:^|,)\s*{name}\s*=\s*"((?:[^"\\]|\\.)*)"', 1)
+
+
+def _scrape(lines: pl.Series) -> tuple[pl.DataFrame, set[int], set[int]]:
+    """Every exposition line at once: the samples (line, ts, gpu, device, metric, value, unit), the lines read,
+    and those to read one by one as well (a value that is no number, or one an event is made of)."""
+    fields = pl.DataFrame([(name, fid, metric, unit) for name, (fid, metric, unit) in _fields().items()],
+                          schema=["name", "fid", "metric", "unit"], orient="row")  # fmt: skip
+    parts = (
+        pl.DataFrame({"raw": lines}).with_row_index("line", offset=1)
+        .filter(pl.col("raw").str.contains(r"^\s*`?\s*DCGM_\w"))
+        .with_columns(g=pl.col("raw").str.extract_groups(_SERIES_PL)).unnest("g")
+        .filter(pl.col("name").is_not_null())
+        .join(fields, on="name", how="left")
+        .with_columns(number=pl.col("value").str.replace_all(",", "").cast(pl.Float64, strict=False),
+                      gpu_index=_label(pl.col("labels"), "gpu"), mig=_label(pl.col("labels"), "GPU_I_ID"),
+                      pci=_label(pl.col("labels"), "pci_bus_id"), xid=_label(pl.col("labels"), "xid"))
+    )  # fmt: skip
+    number = pl.col("number")
+    blank = (number >= _INT64_BLANK) | number.is_between(_FP64_BLANK, _FP64_BLANK + 3) | (
+        pl.col("fid").is_in(_GAUGE_IDS) & number.is_between(_INT32_BLANK, 0x7FFFFFFF))
+    slow = parts.filter(
+        number.is_null() & ~pl.col("value").str.to_lowercase().is_in(["nan", "+inf", "-inf"])
+        | (number > 0) & ~blank & (pl.col("fid").is_in(_EVENT_IDS) | pl.col("name").str.contains("XID") & pl.col("xid").is_not_null())
+    ).get_column("line")  # fmt: skip
+    pcis = parts.get_column("pci").drop_nulls().unique().to_list()
+    stamp = pl.col("stamp").cast(pl.Int64, strict=False)
+    frame = parts.select(
+        "line",
+        ts=pl.when(stamp > 10**11).then(stamp * 1000).otherwise(stamp * 1_000_000).cast(pl.Datetime("us", "UTC")),
+        gpu=pl.col("pci").replace_strict({p: canonical_bdf(p) for p in pcis}, default=None, return_dtype=pl.String),
+        device=pl.when(pl.col("mig").is_not_null()).then(pl.col("gpu_index") + "/" + pl.col("mig")).otherwise("gpu_index"),
+        metric="metric", value=pl.when(blank | number.is_nan()).then(None).otherwise(number), unit="unit",
+    ).filter(pl.col("metric").is_not_null())  # fmt: skip
+    return frame, set(parts.get_column("line").to_list()), set(slow.to_list())
 
 
 def _blank(value: float, field_id: str | None) -> bool:
     """DCGM's blank, not-found, not-supported and not-permissioned values (dcgm_structs.h)."""
     if value >= _INT64_BLANK or _FP64_BLANK <= value <= _FP64_BLANK + 3:
         return True
-    gauges = {"100", "101", "140", "150", "155", "158", "159", "160", "164", "190", "191", "203", "204"}
-    return field_id in gauges and _INT32_BLANK <= value <= 0x7FFFFFFF
+    return field_id in _GAUGE_IDS and _INT32_BLANK <= value <= 0x7FFFFFFF
 
 
 def _series(n: int, m: re.Match[str]) -> tuple[list[Reading], list[Finding], int]:

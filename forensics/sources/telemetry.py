@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..schema import SAMPLES
-from .base import SourceResult, events_table, template_expr
+from .base import SourceResult, events_table, template_expr, to_schema
 
 
 @dataclass
@@ -79,16 +79,23 @@ def other(line: int, text: str) -> Finding:
 
 def result(readings: list[Reading], findings: list[Finding], *, lines: int, records: int, unparsed: int,
            source: str, file: str, incident: str = "", host: str | None = None, error: str | None = None,
-           invalid_utf8_lines: int = 0, text: list[str] | None = None) -> SourceResult:  # fmt: skip
+           invalid_utf8_lines: int = 0, text: list[str] | None = None,
+           frame: pl.DataFrame | None = None) -> SourceResult:  # fmt: skip
     """The ``events`` and ``samples`` tables of one file, in line order. Given the file's ``text`` (its
     lines), a derived event's message is its summary followed by the lines it was read from, as printed:
-    the message catalogs read those lines (``State: Down``, ``… test result: FAILED!``) whatever the summary."""
+    the message catalogs read those lines (``State: Down``, ``… test result: FAILED!``) whatever the summary.
+    A source that reads its series vectorized gives them as ``frame`` (columns line, ts, gpu, device, metric,
+    value, unit) beside its ``readings``."""
     samples = pa.Table.from_pylist(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": r.line, "ts": r.ts,
           "gpu": r.gpu, "device": r.device, "metric": r.metric, "value": r.value, "unit": r.unit}
          for r in sorted(readings, key=lambda r: r.line) if r.value is not None],
         schema=SAMPLES,
     )  # fmt: skip
+    if frame is not None and frame.height:
+        more = frame.filter(pl.col("value").is_not_null()).with_columns(
+            incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source), file=pl.lit(file))
+        samples = pa.concat_tables([samples, to_schema(more, SAMPLES)]).sort_by("line")
     findings = sorted(findings, key=lambda f: f.line)
     if text is not None:
         for f in findings:
