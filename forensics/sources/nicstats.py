@@ -29,8 +29,10 @@ gives ``carrier 0`` for ``eth1`` and a ``net.link`` event ``eth1: link down (NO-
 from __future__ import annotations
 
 import re
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..text import split_lines
 from .base import SourceResult
@@ -41,6 +43,7 @@ NAME = "nicstats"
 FORMS = (
     "ethtool -S IFACE (NIC statistics:, per-queue [N]: / rxqN: / rx_queue_N_ names), after its command line or not",
     "ip -s link / ip -s -s link (iproute2 before and after 5.x column heads), ip link (state, NO-CARRIER)",
+    "sar -n DEV / -n EDEV (sysstat 9 to 12; rates per interface and interval, dated by the banner)",
 )
 
 _QUOTE = re.compile(r"^(?:> ?|`)")  # a quote marker of a mail, a forum post or inline code
@@ -56,15 +59,17 @@ _HEADS = re.compile(r"^\s+(RX|TX)(?: errors)?:\s+([a-z][a-z ]*?)\s*$")
 
 
 @cache
-def _names() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """ethtool names → metric, and ``ip -s link`` heads (per line kind) → metric."""
+def _names() -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, str]]:
+    """ethtool names → metric, ``ip -s link`` heads (per line kind) → metric, ``sar -n DEV/EDEV`` heads → metric."""
     data = _data("nic_counters.toml")
     ethtool = {name: metric for metric, names in data["ethtool"].items() for name in names}
-    return ethtool, data["ip"]
+    return ethtool, data["ip"], data["sar"]
 
 
 def sniff(head: str) -> float:
-    """How sure we are that ``head`` is ``ethtool -S`` or ``ip -s link`` output."""
+    """How sure we are that ``head`` is ``ethtool -S``, ``ip -s link`` or ``sar -n DEV/EDEV`` output."""
+    if re.search(r"(?m)^\d\d:\d\d:\d\d(?: [AP]M)?\s+IFACE\s+(?:rxpck/s|rxerr/s)\s", head):
+        return 0.95
     if re.search(r"(?m)^(?:> ?)?\s*NIC statistics:\s*\n(?:> ?)?\s+[^\n]+?: \d+", head):
         return 0.95
     links = len(re.findall(r"(?m)^(?:> ?|`)?\s*(?:\d+:\s+)?[^\s:@]+(?:@\S+)?: <[A-Z0-9_,-]*> mtu \d+", head))
@@ -78,7 +83,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     """Parse ``ethtool -S`` / ``ip -s link`` output into counter samples and ``net.link`` events."""
     series, bad_utf8 = split_lines(data)
     lines = [_CODE_END.sub("", _QUOTE.sub("", s, count=1)) for s in series.to_list()]
-    ethtool, heads_of = _names()
+    ethtool, heads_of, sar_heads = _names()
+    sar = _Sar(_zone(timezone))
     readings: list[Reading] = []
     findings: list[Finding] = []
     device: str | None = None
@@ -88,6 +94,11 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     for i, text in enumerate(lines):
         n = i + 1
         if i in skip:
+            continue
+        if sar.read(n, text):
+            readings += sar.readings
+            sar.readings = []
+            mode = None
             continue
         if m := _ETHTOOL_CMD.search(text):
             device = m[1]
@@ -125,8 +136,71 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             findings.append(other(n, series[i]))
             if not text[:1].isspace():
                 mode = None
+    records += sar.records
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
                   incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+
+
+class _Sar:
+    """``sar -n DEV`` / ``-n EDEV`` reports: a ``HH:MM:SS IFACE <heads>`` line, then one row per interface and
+    interval; the date is the banner's (``Linux 5.4.0 (host) \t08/29/18 \t_x86_64_``), the clock the
+    machine's (read in the incident's zone; a clock going back means the next day). ``Average:`` rows are
+    the report's own summary, not a reading."""
+
+    _BANNER = re.compile(r"^Linux \S+ \(\S+\)\s+(\d\d/\d\d/\d\d(?:\d\d)?|\d{4}-\d\d-\d\d)\b")
+    _HEAD = re.compile(r"^(\d\d:\d\d:\d\d(?: [AP]M)?)\s+IFACE\s+(.*\S)\s*$")
+    _ROW = re.compile(r"^(\d\d:\d\d:\d\d(?: [AP]M)?|Average:)\s+(\S+)\s+([-\d.,\s]+?)\s*$")
+
+    def __init__(self, zone: ZoneInfo) -> None:
+        self.zone = zone
+        self.day: date | None = None
+        self.last: datetime | None = None
+        self.heads: list[str] | None = None
+        self.readings: list[Reading] = []
+        self.records = 0
+
+    def read(self, n: int, text: str) -> bool:
+        """Whether ``text`` is a line of a sar report (its readings are then in ``readings``)."""
+        if m := self._BANNER.match(text):
+            fmt = "%Y-%m-%d" if "-" in m[1] else "%m/%d/%Y" if len(m[1]) == 10 else "%m/%d/%y"
+            self.day, self.last = datetime.strptime(m[1], fmt).date(), None
+            return False
+        if m := self._HEAD.match(text):
+            self.heads, self.records = m[2].split(), self.records + 1
+            return True
+        if self.heads is None or not (m := self._ROW.match(text)):
+            return False
+        values = m[3].split()
+        if len(values) != len(self.heads):
+            return False
+        if m[1] != "Average:":
+            ts = self._time(m[1])
+            metrics = _names()[2]
+            self.readings += [Reading(n, metrics[h], number(v.replace(",", ".")), _unit(metrics[h]), device=m[2], ts=ts)
+                              for h, v in zip(self.heads, values, strict=True) if h in metrics]  # fmt: skip
+        return True
+
+    def _time(self, clock: str) -> datetime | None:
+        if self.day is None:
+            return None
+        local = datetime.combine(self.day, datetime.strptime(clock, "%I:%M:%S %p" if clock[-1] == "M" else "%H:%M:%S").time())
+        stamp = local.replace(tzinfo=self.zone)
+        if self.last is not None and stamp < self.last - timedelta(hours=12):
+            self.day = self.day + timedelta(days=1)  # past midnight
+            stamp = stamp + timedelta(days=1)
+        self.last = stamp
+        return stamp.astimezone(UTC)
+
+
+def _unit(metric: str) -> str | None:
+    return "%" if metric.endswith("_pct") else "kB/s" if metric.endswith("_kb_per_s") else "1/s"
+
+
+def _zone(timezone: str | None) -> ZoneInfo:
+    try:
+        return ZoneInfo(timezone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
 
 
 def _queue(name: str, device: str | None) -> tuple[str, str | None]:
