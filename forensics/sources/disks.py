@@ -41,11 +41,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from ..text import split_lines
 from .base import SourceResult
-from .telemetry import Finding, Reading, number, other, result
+from .telemetry import Finding, Reading, number, other, result, zone
 
 NAME = "disks"
 FORMS = (
@@ -121,7 +121,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     ts: datetime | None = None
     records = 0
     inside = cpu = False  # inside a smartctl / smart-log output; on iostat's avg-cpu values line
-    zone = _zone(timezone)
+    tz = zone(timezone)
     for n, text in enumerate(lines, 1):
         if m := _SMARTCTL_CMD.search(text):
             disk, inside = _Disk(m[1]), False
@@ -149,7 +149,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             columns, records = m[1].split(), records + 1
         elif columns is not None and (row := text.split()) and len(row) == len(columns) + 1 and _numbers(row[1:]):
             readings += _iostat(n, row, columns, ts)
-        elif stamp := _stamp(text, zone):
+        elif stamp := _stamp(text, tz):
             ts = stamp
         elif (m := _KEY_VALUE.match(text)) and (metric := _NVME.get(m[1].strip().lower())):
             disk.touched = True
@@ -244,12 +244,6 @@ def _iostat(n: int, row: list[str], columns: list[str], ts: datetime | None) -> 
 def _unit(metric: str) -> str | None:
     return "ms" if metric.endswith("_ms") else "%" if metric.endswith("_pct") else "1/s" if metric.endswith("_per_s") else None
 
-
-def _zone(timezone: str | None) -> ZoneInfo:
-    try:
-        return ZoneInfo(timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def _stamp(text: str, zone: ZoneInfo) -> datetime | None:

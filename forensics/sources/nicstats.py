@@ -32,12 +32,12 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from ..text import split_lines
 from .base import SourceResult
 from .fields import _data
-from .telemetry import Finding, Reading, number, other, result
+from .telemetry import Finding, Reading, number, other, result, zone
 
 NAME = "nicstats"
 FORMS = (
@@ -84,7 +84,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     series, bad_utf8 = split_lines(data)
     lines = [_CODE_END.sub("", _QUOTE.sub("", s, count=1)) for s in series.to_list()]
     ethtool, heads_of, sar_heads = _names()
-    sar = _Sar(_zone(timezone))
+    sar = _Sar(zone(timezone))
     readings: list[Reading] = []
     findings: list[Finding] = []
     device: str | None = None
@@ -195,12 +195,6 @@ class _Sar:
 def _unit(metric: str) -> str | None:
     return "%" if metric.endswith("_pct") else "kB/s" if metric.endswith("_kb_per_s") else "1/s"
 
-
-def _zone(timezone: str | None) -> ZoneInfo:
-    try:
-        return ZoneInfo(timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def _queue(name: str, device: str | None) -> tuple[str, str | None]:

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 import pyarrow as pa
@@ -70,6 +71,14 @@ def number(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def zone(timezone: str | None) -> ZoneInfo:
+    """The zone a machine's wall-clock times are read in: the incident's, else UTC (an unknown name: UTC)."""
+    try:
+        return ZoneInfo(timezone or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
 
 
 def other(line: int, text: str) -> Finding:
