@@ -153,3 +153,23 @@ def test_dcgm_blank_values_are_no_reading_and_field_ids_join_old_and_new_names()
     assert samples == [("0000:3b:00.0", "temperature_c", 61.0), ("0000:5e:00.0", "temperature_c", 62.0), (None, "xid_last", 79.0)]
     [xid] = [e for e in result.events.to_pylist() if e["kind"] == "gpu.xid"]
     assert (xid["code"], json.loads(xid["detail"])["text"]) == (79, "GPU has fallen off the bus")
+
+
+def test_wall_clock_times_are_read_in_the_incidents_zone() -> None:
+    case = GOLDEN / "disks" / "sysstat-374-iostat-xt-12-mb-time-line-01.log"
+    paris = sources.get("disks").parse(case.read_bytes(), file="x", timezone="Europe/Paris").samples
+    utc = sources.get("disks").parse(case.read_bytes(), file="x").samples
+    assert str(paris.column("ts")[0].as_py()) == "2023-10-10 19:01:40+00:00"  # 21:01:40 CEST
+    assert str(utc.column("ts")[0].as_py()) == "2023-10-10 21:01:40+00:00"
+
+
+def test_an_idle_gpus_slow_link_is_a_note_and_a_narrow_one_a_warning() -> None:
+    text = ("3b:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev a1)\n"
+            "\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM not supported\n"
+            "\t\tLnkSta:\tSpeed 2.5GT/s (downgraded), Width x16 (ok)\n"
+            "5e:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev a1)\n"
+            "\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM not supported\n"
+            "\t\tLnkSta:\tSpeed 16GT/s (ok), Width x8 (downgraded)\n")  # fmt: skip  (SYNTHETIC, lspci 3.7 layout)
+    rows = sources.get("lspci").parse(text.encode(), file="x").events.to_pylist()
+    assert [(r["kind"], r["severity"], r["gpu"]) for r in rows] == [
+        ("gpu.pcie_degraded", "info", "0000:3b:00.0"), ("gpu.pcie_degraded", "warning", "0000:5e:00.0")]
