@@ -20,10 +20,9 @@ Per device (its header line ``3b:00.0 3D controller: NVIDIA …``; ``device`` is
 * ``UESta`` bits set (``+``): a ``pcie.aer`` event, ``aer_severity`` ``fatal`` when ``UESvrt`` marks a set
   bit fatal, else ``nonfatal``; ``CESta`` bits set: a ``pcie.aer`` ``corrected`` event, ``warning``, or
   ``info`` when ``CEMsk`` masks every set bit (the device logged them, the OS was never told);
-  ``AdvNonFatalErr`` and the old spelling ``NonFatalErr`` are one bit, the kernel's
-  ``NonFatalErr``; the
-  ``DevSta`` error bits set go into the event's ``devsta``; ``DevSta: NonFatalErr+``/``FatalErr+`` on a
-  device without an AER capability is an event of its own.
+  ``AdvNonFatalErr`` and the old spelling ``NonFatalErr`` are one bit, the kernel's ``NonFatalErr``;
+  the ``DevSta`` error bits set go into the event's ``devsta``; ``DevSta: NonFatalErr+``/``FatalErr+`` on
+  a device without an AER capability is an event of its own.
 
 Lines outside any device (a shell prompt, a ``...``) are ``other`` rows; a capability line the grammar
 (``grammars/lspci.lark``) rejects is ``unparsed``.
