@@ -227,6 +227,8 @@ KINDS: frozenset[str] = frozenset(
         "gpu.ecc_uncorrectable", "gpu.remap_pending", "gpu.remap_failure", "gpu.retired_pages",
         "gpu.pcie_degraded", "gpu.pcie_replays", "gpu.thermal_slowdown", "gpu.power_slowdown",
         "gpu.missing", "gpu.reset_required",
+        "gpu.diag_fail", "gpu.health",  # added (issue 34): a failed dcgmi diag test, a dcgmi health finding
+        "disk.smart",  # added (issue 34): smartctl / nvme smart-log health FAILED or critical counters non-zero
         "svc.failed",
         # added (journal services): fabric manager, kubelet, container runtime, device plugin, persistenced
         "svc.fabricmanager", "svc.kubelet", "svc.container_runtime", "svc.device_plugin", "svc.persistenced",

@@ -309,7 +309,7 @@ kind = "disk.*"
     [
         (GOOD.replace('"storage"', '"disks"'), "rules.toml:4: rule 'mine': field 'cause': one of pcie_link"),
         (GOOD.replace("0.5", "2"), "rules.toml:5: rule 'mine': field 'weight': expected a number in (0, 1]"),
-        (GOOD.replace('"disk.*"', '"disk.smart"'), "rules.toml:8: rule 'mine' step 1: field 'kind': 'disk.smart' is no event kind"),
+        (GOOD.replace('"disk.*"', '"disk.melted"'), "rules.toml:8: rule 'mine' step 1: field 'kind': 'disk.melted' is no event kind"),
         (GOOD + 'within = "soon"\n', "rules.toml:9: rule 'mine' step 1: field 'within'"),
         (GOOD + '\n[[rule.step]]\nkind = "fs.error"\nwithin = "5 minutes"\n',
          "rules.toml:12: rule 'mine' step 2: field 'within': expected a duration"),

@@ -14,12 +14,14 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import journal, kernel, nccl, nvsmi, torch, trainlog
+from . import dcgm, disks, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, torch, trainlog
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
 SOURCES: dict[str, ModuleType] = {
     nvsmi.NAME: nvsmi, journal.NAME: journal, kernel.NAME: kernel,
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
+    lspci.NAME: lspci, ibcounters.NAME: ibcounters, nicstats.NAME: nicstats,
+    dcgm.NAME: dcgm, disks.NAME: disks,
 }  # fmt: skip
 
 

@@ -1,0 +1,264 @@
+"""Disks: ``smartctl -a``/``-x`` (ATA, SAS and NVMe), ``nvme smart-log``, and ``iostat -x`` (with ``-t``).
+
+Producers: smartmontools 5.x–7.x (``SMART overall-health self-assessment test result: PASSED|FAILED!``, the
+ATA attribute table in its ``0x0033 … Pre-fail Always`` and ``-x`` ``PO--CK`` layouts, ``WHEN_FAILED``
+``FAILING_NOW``/``In_the_past``; SAS ``SMART Health Status: OK``; NVMe ``SMART/Health Information (NVMe Log
+0x02)`` with ``Critical Warning: 0x04``, ``Media and Data Integrity Errors:``); nvme-cli ``smart-log``
+(``critical_warning : 0``, ``media_errors : 0``, ``num_err_log_entries : 1``); sysstat ``iostat -x`` of every
+generation (≤ 9: ``rsec/s … await svctm %util``; 10–11: ``await r_await w_await svctm %util``; 12+: ``r_await
+w_await aqu-sz … %util`` without ``await``, 12.5+ without ``svctm``, with ``d/s``/``f/s`` columns), with the
+``-t`` time line of each report (``06/10/2014 10:35:34 AM``, ``2023-01-05T10:00:00+0100`` with
+``S_TIME_FORMAT=ISO``). Each is a table of numbers or ``name: value`` lines under a device: line patterns
+read them; the columns are found by their heads, never by position.
+
+Samples: ``reallocated_sectors``, ``pending_sectors``, ``offline_uncorrectable``, ``reported_uncorrect``,
+``crc_errors``, ``temperature_c``, ``power_on_hours`` (ATA raw values); ``critical_warning``,
+``media_errors``, ``error_log_entries``, ``available_spare_pct``, ``percentage_used``, ``unsafe_shutdowns``
+(NVMe); ``await_ms``, ``r_await_ms``, ``w_await_ms``, ``svctm_ms``, ``util_pct``, ``queue_size``,
+``reads_per_s``, ``writes_per_s`` (iostat; ``await_ms`` where sysstat 12+ prints none is the mean of
+``r_await`` and ``w_await`` weighted by ``r/s`` and ``w/s``, the quantity ``await`` was). ``device`` is the
+device as printed (``/dev/sdb`` from the command line before a smartctl output, ``nvme0`` of smart-log,
+``sda`` of iostat). iostat's time lines are the machine's wall clock: read in the incident's timezone
+(UTC when none is given), like ``dmesg -T``.
+
+Events ``disk.smart``, one per device and output: ``critical`` when the health self-assessment is FAILED
+(or a SAS health other than OK), ``error`` when an attribute is ``FAILING_NOW``, the NVMe critical warning
+is non-zero (its bits named: ``spare``, ``temperature``, ``reliability``, ``read_only``,
+``volatile_backup``, ``pmr_read_only``) or media errors are counted, ``warning`` when reallocated,
+pending or offline-uncorrectable sectors are non-zero. iostat gives no event (await high at full
+utilization is a derived event over its series).
+
+Example::
+
+    SMART overall-health self-assessment test result: FAILED!
+      5 Reallocated_Sector_Ct   0x0033   094   094   036    Pre-fail  Always       -       8256
+
+gives ``reallocated_sectors 8256`` and a ``disk.smart`` ``critical`` event naming both.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ..text import split_lines
+from .base import SourceResult
+from .telemetry import Finding, Reading, number, other, result, zone
+
+NAME = "disks"
+FORMS = (
+    "smartctl -a / -x: ATA (attribute table, both layouts), SAS health, NVMe SMART/Health Information",
+    "nvme smart-log (nvme-cli text)",
+    "iostat -x [-t] of sysstat 9 to 12.7 (await or r_await/w_await, svctm or not, ISO or locale time lines)",
+)
+
+_SMARTCTL_CMD = re.compile(r"smartctl\s+(?:-\S+\s+)*(/dev/\S+)")
+_HEALTH = re.compile(r"^SMART overall-health self-assessment test result:\s*(\S+)")
+_SAS_HEALTH = re.compile(r"^SMART Health Status:\s*(.+?)\s*$")
+_ATTRIBUTE = re.compile(
+    r"^\s*(\d{1,3})\s+([A-Za-z][\w-]*)\s+(?:0x[0-9a-fA-F]{4}|[-A-Z]{6})\s+(\d{3})\s+(\d{3})\s+(\d{3}|---)\s+"
+    r"(?:(?:Pre-fail|Old_age)\s+(?:Always|Offline)\s+)?(\S+)\s+(\d+)"
+)
+_KEY_VALUE = re.compile(r"^\s*([A-Za-z][\w .]*?[\w.])\s*:\s+(\S.*?)\s*$")
+_SMART_LOG = re.compile(r"^Smart Log for NVME device:(\S+)")
+_IOSTAT_HEAD = re.compile(r"^Device:?\s+((?=.*(?:%util|\btps\b)).*\S)\s*$")  # not smartctl's "Device Model:"
+_STAMP = re.compile(
+    r"^(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)([+-]\d{4}|Z)?|(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d)(?: ([AP]M))?)\s*$"
+)
+
+#: ATA attributes by id (the names vary by vendor; the ids are the SFF-8035i / ATA ones smartmontools uses).
+_ATA = {"5": "reallocated_sectors", "197": "pending_sectors", "198": "offline_uncorrectable",
+        "187": "reported_uncorrect", "199": "crc_errors", "194": "temperature_c", "9": "power_on_hours"}  # fmt: skip
+#: NVMe health fields, as smartctl and nvme-cli spell them.
+_NVME = {
+    "critical warning": "critical_warning", "critical_warning": "critical_warning",
+    "media and data integrity errors": "media_errors", "media_errors": "media_errors",
+    "error information log entries": "error_log_entries", "num_err_log_entries": "error_log_entries",
+    "available spare": "available_spare_pct", "available_spare": "available_spare_pct",
+    "percentage used": "percentage_used", "percentage_used": "percentage_used",
+    "unsafe shutdowns": "unsafe_shutdowns", "unsafe_shutdowns": "unsafe_shutdowns",
+    "temperature": "temperature_c", "power on hours": "power_on_hours", "power_on_hours": "power_on_hours",
+}  # fmt: skip
+#: Counters whose non-zero value is worth a ``disk.smart`` event, how the event names them, and its level.
+_COUNTED = (("media_errors", "media errors", "error"), ("reallocated_sectors", "reallocated sectors", "warning"),
+            ("pending_sectors", "pending sectors", "warning"),
+            ("offline_uncorrectable", "offline uncorrectable sectors", "warning"))  # fmt: skip
+_WARNING_BITS = ("spare", "temperature", "reliability", "read_only", "volatile_backup", "pmr_read_only")
+_IOSTAT = {"await": "await_ms", "r_await": "r_await_ms", "w_await": "w_await_ms", "svctm": "svctm_ms",
+           "%util": "util_pct", "aqu-sz": "queue_size", "avgqu-sz": "queue_size", "r/s": "reads_per_s",
+           "w/s": "writes_per_s"}  # fmt: skip
+
+
+def sniff(head: str) -> float:
+    """How sure we are that ``head`` is smartctl, nvme smart-log or iostat -x output."""
+    if re.search(r"(?m)^smartctl \d+\.\d+ |^=== START OF (?:INFORMATION|READ SMART DATA|SMART DATA) SECTION ===", head):
+        return 0.95
+    if re.search(r"(?m)^SMART overall-health self-assessment test result:|^SMART/Health Information \(NVMe Log", head):
+        return 0.9
+    if re.search(r"(?m)^\s*ID# ATTRIBUTE_NAME\s+FLAG\s+VALUE\s+WORST\s+THRESH", head):
+        return 0.9
+    if re.search(r"(?m)^Smart Log for NVME device:", head):
+        return 0.95
+    if re.search(r"(?m)^Device:?\s+(?:rrqm/s|r/s|tps)\s.*%util\s*$", head):
+        return 0.95
+    if len(re.findall(r"(?m)^\s*\d{1,3} [A-Z][A-Za-z_-]+\s+0x[0-9a-f]{4}\s+\d{3}\s+\d{3}\s+(?:\d{3}|---)\s", head)) >= 2:
+        return 0.8
+    return 0.0
+
+
+def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
+          timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
+    """Parse smartctl / nvme smart-log / iostat output into ``samples`` and ``disk.smart`` events."""
+    series, bad_utf8 = split_lines(data)
+    lines = series.to_list()
+    readings: list[Reading] = []
+    findings: list[Finding] = []
+    disk = _Disk(None)
+    disks = [disk]
+    columns: list[str] | None = None
+    ts: datetime | None = None
+    records = 0
+    inside = cpu = False  # inside a smartctl / smart-log output; on iostat's avg-cpu values line
+    tz = zone(timezone)
+    for n, text in enumerate(lines, 1):
+        if m := _SMARTCTL_CMD.search(text):
+            disk, inside = _Disk(m[1]), False
+            disks.append(disk)
+            findings.append(other(n, text))
+            continue
+        elif m := _SMART_LOG.match(text):
+            disk = _Disk(m[1])
+            disks.append(disk)
+        elif text.startswith("smartctl ") and re.match(r"smartctl \d", text):
+            if disk.touched:  # a second output without its command line
+                disk = _Disk(None)
+                disks.append(disk)
+        elif m := _HEALTH.match(text) or _SAS_HEALTH.match(text):
+            disk.health, disk.health_line = m[1], n
+            disk.touched = True
+        elif m := _ATTRIBUTE.match(text):
+            disk.touched = True
+            if metric := _ATA.get(m[1]):
+                readings.append(Reading(n, metric, float(m[7]), None, device=disk.device))
+                disk.values[metric] = (float(m[7]), n)
+            if m[6] in ("FAILING_NOW", "In_the_past"):
+                disk.failing.append({"id": int(m[1]), "name": m[2], "when_failed": m[6], "line": n})
+        elif m := _IOSTAT_HEAD.match(text):
+            columns, records = m[1].split(), records + 1
+        elif columns is not None and (row := text.split()) and len(row) == len(columns) + 1 and _numbers(row[1:]):
+            readings += _iostat(n, row, columns, ts)
+        elif stamp := _stamp(text, tz):
+            ts = stamp
+        elif (m := _KEY_VALUE.match(text)) and (metric := _NVME.get(m[1].strip().lower())):
+            disk.touched = True
+            value = _nvme_value(m[2])
+            if value is not None:
+                unit = "C" if metric == "temperature_c" else "%" if metric.endswith(("_pct", "percentage_used")) else None
+                readings.append(Reading(n, metric, value, unit, device=disk.device))
+                disk.values.setdefault(metric, (value, n))
+        elif not text.strip():
+            columns = None
+        elif re.match(r"^(?:avg-cpu:|Linux \S+ \()", text) or (cpu and _numbers(text.split())):
+            cpu = text.startswith("avg-cpu:")  # iostat's banner and CPU lines: its record, no disk reading
+            continue
+        elif not inside or re.match(r"^(?:\$|#|>)\s", text):  # outside an output, or a prompt
+            findings.append(other(n, text))
+        if re.match(r"^(?:smartctl \d|=== START OF|Smart Log for NVME|SMART overall-health|SMART/Health Information)", text):
+            inside = True
+        cpu = False
+    records += sum(1 for d in disks if d.touched)  # iostat's reports are counted as their heads are read
+    findings += [f for d in disks if (f := d.finding()) is not None]
+    return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+
+
+class _Disk:
+    """What one smartctl / smart-log output said of its device."""
+
+    def __init__(self, device: str | None) -> None:
+        self.device = device
+        self.health: str | None = None
+        self.health_line = 0
+        self.values: dict[str, tuple[float, int]] = {}
+        self.failing: list[dict[str, Any]] = []
+        self.touched = False
+
+    def finding(self) -> Finding | None:
+        reasons: list[str] = []
+        severity = "warning"
+        lines: list[int] = []
+        failed = self.health is not None and self.health.rstrip("!").upper() not in ("PASSED", "OK")
+        if failed:
+            reasons.append(f"health {self.health}")
+            severity, lines = "critical", [self.health_line]
+        if self.failing:
+            reasons += [f"{a['name']} {a['when_failed']}" for a in self.failing]
+            severity = "critical" if failed else "error"
+            lines += [a["line"] for a in self.failing]
+        warning, line = self.values.get("critical_warning", (0.0, 0))
+        bits = [name for i, name in enumerate(_WARNING_BITS) if int(warning) >> i & 1]
+        if warning:
+            reasons.append(f"critical warning 0x{int(warning):02x} ({', '.join(bits) or 'reserved bits'})")
+            severity, lines = ("critical" if failed else "error"), lines + [line]
+        for metric, label, level in _COUNTED:
+            value, line = self.values.get(metric, (0.0, 0))
+            if value:
+                reasons.append(f"{value:g} {label}")
+                lines.append(line)
+                if level == "error" and severity == "warning":
+                    severity = "error"
+        if not reasons:
+            return None
+        where = self.health_line or min(lines)
+        detail = {"device": self.device, "health": self.health, "failing": self.failing or None,
+                  "critical_warning_bits": bits or None,
+                  **{k: v for k, (v, _) in self.values.items()}}  # fmt: skip
+        return Finding(where, "disk.smart", severity, f"{self.device or 'disk'}: {'; '.join(reasons)}",
+                       detail=detail, samples=lines)  # fmt: skip
+
+
+def _nvme_value(text: str) -> float | None:
+    """An NVMe field's number: ``0x04``, ``100%``, ``4,804``, ``42 C (315 Kelvin)``, ``28 Celsius``."""
+    first = text.split()[0] if text.split() else ""
+    return number(first)
+
+
+def _numbers(cells: list[str]) -> bool:
+    return all(re.fullmatch(r"-?\d+(?:[.,]\d+)?", c) for c in cells)
+
+
+def _iostat(n: int, row: list[str], columns: list[str], ts: datetime | None) -> list[Reading]:
+    """The samples of one iostat device row (sysstat prints a comma as decimal mark in some locales)."""
+    device, values = row[0], dict(zip(columns, (float(c.replace(",", ".")) for c in row[1:]), strict=True))
+    out = [Reading(n, metric, values[col], _unit(metric), device=device, ts=ts)
+           for col, metric in _IOSTAT.items() if col in values]  # fmt: skip
+    if "await" not in values and {"r_await", "w_await", "r/s", "w/s"} <= set(values):
+        ops = values["r/s"] + values["w/s"]
+        mean = (values["r/s"] * values["r_await"] + values["w/s"] * values["w_await"]) / ops if ops else 0.0
+        out.append(Reading(n, "await_ms", round(mean, 3), "ms", device=device, ts=ts))
+    return out
+
+
+def _unit(metric: str) -> str | None:
+    return "ms" if metric.endswith("_ms") else "%" if metric.endswith("_pct") else "1/s" if metric.endswith("_per_s") else None
+
+
+
+def _stamp(text: str, zone: ZoneInfo) -> datetime | None:
+    """An iostat ``-t`` time line, in UTC (a wall-clock time read in ``zone``)."""
+    m = _STAMP.match(text.strip())
+    if not m:
+        return None
+    try:
+        if m[1]:
+            if m[2]:
+                return datetime.strptime(m[1] + m[2].replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").astimezone(UTC)
+            return datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=zone).astimezone(UTC)
+        date = "%m/%d/%Y" if len(m[3]) == 10 else "%m/%d/%y"
+        clock = "%I:%M:%S %p" if m[5] else "%H:%M:%S"
+        local = datetime.strptime(f"{m[3]} {m[4]}" + (f" {m[5]}" if m[5] else ""), f"{date} {clock}")
+        return local.replace(tzinfo=zone).astimezone(UTC)
+    except ValueError:
+        return None
