@@ -223,7 +223,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class OpenDataset:
     """A stored dataset; each table is a Polars LazyFrame over the committed files.
 
-    ``.events``, ``.gpus``, ``.metrics``, ``.files``, ``.identities``, ``.incidents``.
+    ``.events``, ``.gpus``, ``.metrics``, ``.samples``, ``.files``, ``.identities``, ``.incidents``.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -231,6 +231,8 @@ class OpenDataset:
         self.root = self.store.root
         self._state = self.store.state()
         self._files = {name: self.store.files_of(name, self._state) for name in TABLES}
+        # an incident stored before the samples table existed (and unchanged since) has no samples part
+        self._files["samples"] = [f for f in self._files["samples"] if os.path.exists(f)]
 
     def table(self, name: str) -> pl.LazyFrame:
         """The table ``name`` as a LazyFrame (an empty one with the schema when nothing is stored)."""
@@ -256,6 +258,10 @@ class OpenDataset:
     @property
     def metrics(self) -> pl.LazyFrame:
         return self.table("metrics")
+
+    @property
+    def samples(self) -> pl.LazyFrame:
+        return self.table("samples")
 
     @property
     def files(self) -> pl.LazyFrame:

@@ -22,6 +22,13 @@ SOURCES: dict[str, ModuleType] = {
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
 }  # fmt: skip
 
+#: Sources whose ``samples`` stamps are the machine's wall clock (a module with ``LOCAL_TIME = True``):
+#: ingest re-reads them in the incident's timezone, as it does for ``dmesg -T``.
+LOCAL_TIME: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(m, "LOCAL_TIME", False))
+#: Sources whose bare-number ``samples.device`` is nvidia-smi's GPU index (``GPU_INDEX = True``): ingest
+#: turns it into the bus id (:func:`forensics.ingest.align.align_samples`).
+GPU_INDEX: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(m, "GPU_INDEX", False))
+
 
 def get(name: str) -> ModuleType:
     """The source module registered as ``name``."""
