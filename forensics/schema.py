@@ -154,14 +154,14 @@ SAMPLE_METRICS: frozenset[str] = frozenset(
         "sm_clock_mhz", "mem_clock_mhz", "sm_util_pct", "mem_util_pct", "enc_util_pct", "dec_util_pct",
         "fb_used_mib", "fb_free_mib", "fan_pct",
         # GPU throttling: the clocks-event-reasons bit mask, and dmon's power/thermal violation times
-        "throttle_reasons", "power_violation_pct", "thermal_violation_pct",
+        "throttle_reasons", "power_violation_pct", "thermal_violation",
         # GPU PCIe link and errors (counters)
         "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replays",
         "pcie_rx_mbps", "pcie_tx_mbps",
         "ecc_sbe", "ecc_dbe", "retired_pages", "remapped_rows",
         "xid",  # DCGM's last Xid (the error code as a value)
         # BMC sensors (ipmitool sensor/sdr, ipmi-sensors): the reading by what it measures
-        "fan_rpm", "voltage_v", "current_a", "sensor_state",
+        "fan_rpm", "voltage_v", "current_a",
         # fabric and NIC counters (ibstat, perfquery, ethtool -S, ip -s link)
         "link_state", "link_rate_gbps", "symbol_errors", "link_downed", "link_error_recovery",
         "port_rcv_errors", "port_xmit_discards", "xmit_discards", "port_rcv_remote_physical_errors",
@@ -241,6 +241,9 @@ KINDS: frozenset[str] = frozenset(
         # vendor's health tool or the kernel's thermal code says, by the part it names (issue 34's vocabulary)
         "bmc.psu", "bmc.power", "bmc.thermal", "bmc.fan", "bmc.memory", "bmc.pcie", "bmc.cpu", "bmc.drive", "bmc.event",
         "host.thermal",
+        "bmc.gpu",  # added (issue 34, sources/sel.py): a BMC record about a GPU (a sensor named for one)
+        # added (issue 34, data/telemetry_rules.toml): derived from a GPU's series
+        "gpu.temp_rise", "gpu.power_drop", "gpu.util_drop",
         "other", "unparsed",
     }
 )  # fmt: skip

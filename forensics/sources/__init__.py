@@ -14,12 +14,13 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import journal, kernel, nccl, nvsmi, torch, trainlog
+from . import gpuseries, journal, kernel, nccl, nvsmi, sel, sensors, torch, trainlog
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
 SOURCES: dict[str, ModuleType] = {
     nvsmi.NAME: nvsmi, journal.NAME: journal, kernel.NAME: kernel,
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
+    sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries,
 }  # fmt: skip
 
 #: Sources whose ``samples`` stamps are the machine's wall clock (a module with ``LOCAL_TIME = True``):
