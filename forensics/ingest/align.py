@@ -514,3 +514,18 @@ def align_samples(samples: pl.DataFrame, ids: pl.DataFrame, *, timezone: str | N
             "_uuid_gpu", pl.when(indexed).then(pl.col("_index_gpu"))))  # fmt: skip
         .sort("_row").drop("_row", "_uuid_gpu", "_index_gpu")
     )
+
+
+def series_gpus(events: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
+    """Events that sit on a sample row (those derived from a GPU's series) and name no GPU get the one ingest
+    gave that row (:func:`align_samples`): a row of a series is one GPU's reading."""
+    if events.height == 0 or samples.height == 0:
+        return events
+    rows = (
+        samples.filter(pl.col("gpu").is_not_null()).group_by("file", "line").agg(_series_gpu=pl.col("gpu").unique())
+        .filter(pl.col("_series_gpu").list.len() == 1).with_columns(pl.col("_series_gpu").list.first())
+    )  # fmt: skip
+    if rows.height == 0:
+        return events
+    return (events.join(rows, on=["file", "line"], how="left", maintain_order="left")
+            .with_columns(gpu=pl.coalesce("gpu", "_series_gpu")).drop("_series_gpu"))  # fmt: skip

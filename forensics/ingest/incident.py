@@ -154,6 +154,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = align.fill_identities(ev, ids)
     sm = align.align_samples(sm, ids, timezone=timezone, local_sources=sources.LOCAL_TIME,
                              index_sources=sources.GPU_INDEX)  # fmt: skip
+    ev = align.series_gpus(ev, sm)
     ev = ev.with_columns(incident=pl.lit(incident_id))
     gp = gp.with_columns(incident=pl.lit(incident_id))
     mt = mt.with_columns(incident=pl.lit(incident_id))

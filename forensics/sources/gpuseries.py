@@ -98,7 +98,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     rest = df.join(taken, on="line", how="anti").filter(
         ~pl.col("text").str.contains(r"^\s*#") & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
     # a dmon row cut short (a ^C, a truncated capture) is a row the header does not fit: unparsed
-    numeric = pl.col("text").str.contains(r"^\s*\d+\s+[\d-]")
+    numeric = pl.col("text").str.contains(r"^\s*\d[\d:]*\s+[\d-]")
     unparsed = telemetry.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
     other = telemetry.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
     derived = derive.events(samples)

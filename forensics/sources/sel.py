@@ -250,9 +250,13 @@ def _walk(value: Any, out: list[tuple[int, dict[str, Any]]], text: str) -> None:
         _walk(child, out, text)
 
 
+#: Text between whole entries that holds these keys is a cut entry (a collection's own header is not).
+_CUT_ENTRY = re.compile(r'"(?:Message|MessageId|Created|EntryType|EntryCode|Severity|SensorType)"\s*:')
+
+
 def _scan(text: str, out: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, str]]:
     """The whole LogEntry objects of an excerpt (a cut-off collection, a pasted part of one); returns the
-    text between them that holds more than JSON punctuation (a cut entry): its first line and the text."""
+    text between them that holds a part of an entry (:data:`_CUT_ENTRY`): its first line and the text."""
     decoder = json.JSONDecoder()
     gaps: list[tuple[int, str]] = []
     done = 0
@@ -271,7 +275,7 @@ def _scan(text: str, out: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, s
             at = text.find("{", at + 1)
     gaps.append((done, text[done:]))
     return [(text.count("\n", 0, start + len(gap) - len(gap.lstrip())) + 1, gap.strip()[:2000])
-            for start, gap in gaps if gap.strip(" \t\r\n,[]{}")]
+            for start, gap in gaps if _CUT_ENTRY.search(gap)]
 
 
 def _members(value: Any) -> str | None:
