@@ -5,6 +5,7 @@ SYNTHETIC, each written to hit one rule or one form, in the printed layout of th
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -259,3 +260,45 @@ def test_telemetry_sources_are_total_on_odd_input(data: bytes) -> None:
         r = module.parse(data, file="x")
         assert r.records >= r.unparsed >= 0
         assert r.events.schema == forensics.EVENTS and (r.samples is None or r.samples.schema == SAMPLES)
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+PSU = {"source": "sel", "file": "h/sel.txt", "kind": "bmc.psu", "severity": "critical",
+       "message": "2 | 03/14/2023 | 02:11:45 | Power Supply PS1 Status | Failure detected | Asserted"}  # fmt: skip
+DROP = {"source": "gpuseries", "file": "h/dmon.txt", "kind": "gpu.power_drop", "severity": "warning",
+        "gpu": "0000:3b:00.0", "message": "GPU power collapsed to 9 W from a median of 300 W"}  # fmt: skip
+XID79 = {"kind": "gpu.xid", "code": 79, "severity": "critical", "gpu": "0000:3b:00.0", "message": "Xid 79"}
+BOOT = {"kind": "host.boot", "severity": "info", "message": "Linux version 5.15.0"}
+RISE = {"source": "gpuseries", "file": "h/dmon.txt", "kind": "gpu.temp_rise", "severity": "warning",
+        "gpu": "0000:3b:00.0", "message": "GPU temperature rose 14 °C to 91 °C within 420 s"}  # fmt: skip
+HOT = {"source": "sel", "file": "h/sel.txt", "kind": "bmc.thermal", "severity": "error",
+       "message": "5 | 03/14/2023 | 02:21:00 | Temperature GPU3 Temp | Upper Critical going high | Reading 96 > Threshold 95"}  # fmt: skip
+TIMEOUT = {"source": "torch", "file": "h/train.log", "kind": "torch.watchdog_timeout", "severity": "error", "rank": 3,
+           "message": "Watchdog caught collective operation timeout"}  # fmt: skip
+
+
+def _rule(*rows: dict[str, object]) -> tuple[str, str | None]:
+    """The cause and rule the library gives these events (synthetic), each a minute after the one before."""
+    base = {"incident": "i", "host": "h", "source": "kernel", "file": "h/dmesg", "uptime_s": None, "kind": "other",
+            "severity": "info", "gpu": None, "rank": None, "pid": None, "code": None, "message": "", "detail": "{}"}  # fmt: skip
+    filled = [{**base, "line": n, "ts": T0 + timedelta(minutes=n), **r} for n, r in enumerate(rows, start=1)]
+    frame = pl.DataFrame(filled, infer_schema_length=None).select(forensics.EVENTS.names)
+    events = pl.from_arrow(frame.to_arrow().cast(forensics.EVENTS))
+    d = forensics.diagnose(events.lazy()).row(0, named=True)  # type: ignore[union-attr]
+    return d["root_cause"], d["rule"]
+
+
+def test_a_power_fault_then_off_the_bus_or_a_reboot_is_power() -> None:
+    assert _rule(PSU, XID79) == ("power", "bmc-power-then-off-bus")
+    assert _rule(DROP, XID79) == ("power", "bmc-power-then-off-bus")
+    assert _rule(PSU, BOOT) == ("power", "bmc-power-then-reboot")
+    assert _rule({**PSU, "severity": "info"}, XID79) == ("gpu_hardware", "off-bus-no-pcie")  # deasserted: no fault
+    assert _rule(XID79, PSU)[1] != "bmc-power-then-off-bus"  # after the Xid it explains nothing
+
+
+def test_heat_then_a_collective_timeout_without_an_xid_is_thermal() -> None:
+    assert _rule(RISE, TIMEOUT) == ("thermal", "thermal-rise-then-timeout")
+    assert _rule(HOT, TIMEOUT) == ("thermal", "thermal-rise-then-timeout")
+    assert _rule(RISE, XID79, TIMEOUT)[1] != "thermal-rise-then-timeout"
