@@ -40,19 +40,21 @@ def events(samples: pa.Table, *, skip: frozenset[str] = frozenset()) -> pl.DataF
     source that derives them itself)."""
     if samples.num_rows == 0:
         return pl.DataFrame(schema=_OUT)
-    frame = pl.from_arrow(samples).with_columns(key=pl.coalesce("gpu", "device").fill_null(""))
+    wanted = [r for r in rules() if r["kind"] not in skip]
+    metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
+    frame = pl.from_arrow(samples).lazy().filter(pl.col("metric").is_in(list(metrics))) \
+        .with_columns(key=pl.coalesce("gpu", "device").fill_null("")).sort("metric", "key", "line").collect()  # fmt: skip
     assert isinstance(frame, pl.DataFrame)
-    found = [_apply(rule, frame) for rule in rules() if rule["kind"] not in skip]
+    # one sorted series per metric, shared by the rules that read it
+    series = frame.partition_by("metric", as_dict=True, maintain_order=True)
+    by_metric = {key[0]: part for key, part in series.items()}
+    found = [_apply(rule, by_metric) for rule in wanted if rule["metric"] in by_metric]
     found = [f for f in found if f.height]
     return pl.concat(found).sort("line", "kind") if found else pl.DataFrame(schema=_OUT)
 
 
-def _series(frame: pl.DataFrame, metric: str) -> pl.DataFrame:
-    return frame.filter(pl.col("metric") == metric).sort("key", "line")
-
-
-def _apply(rule: dict[str, Any], frame: pl.DataFrame) -> pl.DataFrame:
-    s = _series(frame, rule["metric"])
+def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    s = by_metric[rule["metric"]]
     if s.height == 0:
         return pl.DataFrame(schema=_OUT)
     v, by_key = pl.col("value"), ("key",)
@@ -74,7 +76,9 @@ def _apply(rule: dict[str, Any], frame: pl.DataFrame) -> pl.DataFrame:
     elif test == "rise":
         s = _rise(s, rule)
     elif test in ("over_peer", "below_peer"):
-        peer = frame.filter(pl.col("metric") == rule["peer"]).select("key", "line", limit="value", peer_line="line")
+        if rule["peer"] not in by_metric:
+            return pl.DataFrame(schema=_OUT)
+        peer = by_metric[rule["peer"]].select("key", "line", limit="value", peer_line="line")
         s = s.join(peer, on=["key", "line"], how="inner").sort("key", "line")
         s = s.with_columns(hit=(v > pl.col("limit")) if test == "over_peer" else (v < pl.col("limit")),
                            rows=pl.concat_list("line"))  # fmt: skip

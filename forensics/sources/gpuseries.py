@@ -84,12 +84,16 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     # a capture quoted in a mail or a markdown post: "> " before each line, the header's "#" escaped as "\#"
     df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#"))
     df = df.with_columns(header=pl.col("text").str.contains(_HEADER))
-    df = df.with_columns(block=pl.col("header").cum_sum(), tokens=pl.col("text").str.extract_all(r"\S+"))
+    # each row belongs to the header above it; dmon repeats its header, so rows are read per distinct header
+    # (a few), never per header line (one every screenful)
+    df = df.with_columns(columns=pl.when("header").then(pl.col("text").str.strip_chars().str.strip_chars_start("#")
+                                                        .str.strip_chars().str.to_lowercase()).forward_fill(),
+                         tokens=pl.col("text").str.extract_all(r"\S+"))  # fmt: skip
+    body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
     parts, used = [], []
-    for block, header_text in df.filter(pl.col("header")).select("block", "text").iter_rows():
-        names = [n.lower() for n in header_text.strip().lstrip("#").split()]
-        rows = df.filter((pl.col("block") == block) & ~pl.col("header") & ~pl.col("text").str.contains(r"^\s*#")
-                         & (pl.col("tokens").list.len() == len(names)))  # fmt: skip
+    for (columns,) in body.select("columns").unique(maintain_order=True).iter_rows():
+        names = columns.split()
+        rows = body.filter((pl.col("columns") == columns) & (pl.col("tokens").list.len() == len(names)))
         used.append(rows.select("line"))
         parts.append(_dmon_block(rows, names, timezone=timezone))
     readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry.READINGS)
