@@ -302,3 +302,19 @@ def test_heat_then_a_collective_timeout_without_an_xid_is_thermal() -> None:
     assert _rule(RISE, TIMEOUT) == ("thermal", "thermal-rise-then-timeout")
     assert _rule(HOT, TIMEOUT) == ("thermal", "thermal-rise-then-timeout")
     assert _rule(RISE, XID79, TIMEOUT)[1] != "thermal-rise-then-timeout"
+
+
+def test_verbose_sensor_records_are_read_by_the_grammar() -> None:
+    text = ("Sensor ID              : GPU3 Temp (0x31)\n"  # synthetic, ipmitool `sensor get` layout
+            " Sensor Type (Threshold)  : Temperature\n"
+            " Sensor Reading        : 96 (+/- 1) degrees C\n"
+            " Status                : Upper Critical\n"
+            " Upper Critical        : 95.000\n"
+            "\n"
+            "Sensor ID              : broken (0x32)\n"
+            "   : 96 degrees C\n")  # fmt: skip
+    r = sensors.parse(text.encode(), file="s.txt")
+    assert pl.from_arrow(r.samples).select("line", "device", "value").rows() == [(1, "GPU3 Temp", 96.0)]
+    got = _events(r)
+    assert [(e["line"], e["kind"], e["severity"]) for e in got] == [(1, "bmc.thermal", "error"), (7, "unparsed", "warning")]
+    assert got[0]["detail"]["threshold"] == 95.0 and (r.records, r.unparsed) == (2, 1)

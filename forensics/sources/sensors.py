@@ -22,8 +22,13 @@ catalogs read (a PSU's ``Power Supply AC lost``) takes their kind. ``detail``: `
 ``unit``, ``status``, ``threshold`` (the one crossed), ``samples`` (``file:line`` of the reading),
 ``catalog``.
 
-Why no grammar: every form is one line of ``|``-separated columns in a fixed order (a table of numbers
-and words), read by a vectorized split.
+- ``ipmitool sdr -v`` / ``sdr get NAME`` / ``sensor get NAME``: verbose records (``Sensor ID : CPU Temp
+  (0x1)`` then indented ``Key : value`` pairs: ``Sensor Reading : 24 (+/- 0) degrees C``, ``Status``, the
+  thresholds, ``Upper critical`` or ``Upper Critical``), read with ``grammars/sensors.lark``, one record at
+  a time (a record cut short reads as far as it goes; one the grammar rejects is ``unparsed``).
+
+Why a split for the table forms: each is one line of ``|``-separated columns in a fixed order (a table of
+numbers and words), read by a vectorized split; the verbose records have structure and get the grammar.
 
 Example: ``Ambient_Temp | 46.000 | degrees C | ok | na | 5.000 | 7.000 | 37.000 | 40.000 | na`` →
 a sample ``temperature_c`` 46 and a ``bmc.thermal`` event (46 ≥ the upper critical 40, though the
@@ -33,9 +38,13 @@ BMC says ``ok``).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import polars as pl
+from lark import Transformer
+from lark.exceptions import LarkError
 
+from ..grammar import parser
 from ..text import split_lines
 from . import telemetry
 from .base import SourceResult
@@ -46,6 +55,7 @@ FORMS = (
     "ipmitool sdr / sdr list [full|all]",
     "ipmitool sdr elist",
     "FreeIPMI ipmi-sensors, with State and threshold columns, | or comma separated",
+    "ipmitool sdr -v / sdr get / sensor get (verbose records, grammars/sensors.lark)",
 )
 
 _NUM = r"-?\d+(?:\.\d+)?"
@@ -60,15 +70,19 @@ _UNIT_OF = {"temperature_c": "C", "fan_rpm": "RPM", "voltage_v": "V", "power_w":
 _KIND_OF = {"temperature_c": "bmc.thermal", "fan_rpm": "bmc.fan", "voltage_v": "bmc.power", "power_w": "bmc.power",
             "current_a": "bmc.power"}  # fmt: skip
 _CRITICAL = {"cr": "error", "ucr": "error", "lcr": "error", "nr": "critical", "unr": "critical", "lnr": "critical",
-             "Critical": "error"}  # fmt: skip
+             "Critical": "error", "Upper Critical": "error", "Lower Critical": "error",
+             "Upper Non-Recoverable": "critical", "Lower Non-Recoverable": "critical"}  # fmt: skip
+_VERBOSE = r"^Sensor ID\s*:"
 
 
 def sniff(head: str) -> float:
     """1.0 when most of ``head``'s table lines are sensor lines of one of the forms."""
     lines = [line for line in head.splitlines()[:80] if "|" in line or re.match(_FREEIPMI_HEADER, line)]
+    hits = sum(1 for line in lines if any(re.match(p, line) for p in (_SENSOR, _SDR, _ELIST, _FREEIPMI, _FREEIPMI_HEADER)))
+    if re.search(r"(?m)^Sensor ID\s*: .*\n Entity ID\s*:", head):
+        return 1.0
     if not lines:
         return 0.0
-    hits = sum(1 for line in lines if any(re.match(p, line) for p in (_SENSOR, _SDR, _ELIST, _FREEIPMI, _FREEIPMI_HEADER)))
     return 1.0 if hits * 2 > len(lines) else 0.4 if hits >= 3 else 0.0
 
 
@@ -89,13 +103,16 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         .then(pl.lit("freeipmi"))
         .when(pl.col("text").str.contains(_SENSOR)).then(pl.lit("sensor"))
     )  # fmt: skip
-    df = df.with_columns(form=form, f=pl.col("text").str.split(sep).list.eval(pl.element().str.strip_chars()))
+    verbose, cut, in_records = _verbose(lines.to_list())
+    df = df.with_columns(form=pl.when(pl.col("line").is_in(list(in_records))).then(pl.lit("verbose")).otherwise(form),
+                         f=pl.col("text").str.split(sep).list.eval(pl.element().str.strip_chars()))  # fmt: skip
     rows = pl.concat([_sensor(df.filter(pl.col("form") == "sensor")), _sdr(df.filter(pl.col("form") == "sdr")),
                       _elist(df.filter(pl.col("form") == "elist")),
-                      _freeipmi(df.filter(pl.col("form") == "freeipmi"), names)], how="vertical_relaxed").sort("line")  # fmt: skip
+                      _freeipmi(df.filter(pl.col("form") == "freeipmi"), names), verbose], how="vertical_relaxed").sort("line")  # fmt: skip
     rest = df.filter(pl.col("form").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
-    unparsed = telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|")))
+    unparsed = pl.concat([telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
+                          telemetry.unparsed_frame(df.filter(pl.col("line").is_in(cut)).select("line", "text"))])  # fmt: skip
     other = telemetry.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other")
     events = _events(rows, file=file)
     frames = [f for f in (events, unparsed, other) if f.height]
@@ -198,3 +215,54 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
     detail = telemetry.detail_json(out, ["sensor", "reading", "unit", "status", "threshold", "samples", "catalog"])
     return out.with_columns(detail=detail, ts=pl.lit(None, pl.Datetime("us", "UTC"))).select(
         "line", "ts", "kind", "severity", "message", "detail")
+
+
+# ----------------------------------------------------------------------------------------- verbose records
+
+
+class _Record(Transformer):  # type: ignore[type-arg]
+    """A verbose record as ``{key: value}`` (keys lower-cased, ``sensor id`` first)."""
+
+    def start(self, items: list[tuple[str, str]]) -> dict[str, str]:
+        return dict(items)
+
+    def head(self, items: list[Any]) -> tuple[str, str]:
+        return "sensor id", str(items[1]).strip()
+
+    def pair(self, items: list[Any]) -> tuple[str, str]:
+        return str(items[0]).strip().lower(), str(items[1]).strip() if len(items) > 1 else ""
+
+
+def _verbose(lines: list[str]) -> tuple[pl.DataFrame, list[int], set[int]]:
+    """The rows of ``sdr -v`` / ``sdr get`` / ``sensor get`` records (``grammars/sensors.lark``), the first
+    lines of the records the grammar rejects, and every line the records hold."""
+    starts = [n for n, line in enumerate(lines) if re.match(_VERBOSE, line)]
+    if not starts:
+        return pl.DataFrame(schema=_ROW), [], set()
+    lark = parser("sensors", _Record)
+    rows, cut, held = [], [], set()
+    for start in starts:
+        end = start + 1
+        while end < len(lines) and lines[end].startswith(" ") and ":" in lines[end]:
+            end += 1
+        held.update(range(start + 1, end + 1))
+        try:
+            record = lark.parse("\n".join(lines[start:end]) + "\n")
+        except LarkError:
+            cut.append(start + 1)
+            continue
+        rows.append(_verbose_row(start + 1, "\n".join(lines[start:end]), record))
+    return pl.DataFrame(rows, schema=_ROW, orient="row"), cut, held
+
+
+def _verbose_row(line: int, text: str, record: dict[str, str]) -> tuple[Any, ...]:
+    reading = re.match(rf"({_NUM})(?: \(\+/- [\d.]+\))? (.+)$", record.get("sensor reading", ""))
+    kind = next((v for k, v in record.items() if k.startswith("sensor type")), "")
+
+    def threshold(name: str) -> float | None:
+        value = record.get(name, "")
+        return float(value) if re.fullmatch(_NUM, value) else None
+
+    return (line, text, re.sub(r" \(0x[0-9a-fA-F]+\)$", "", record["sensor id"]), re.sub(r" \(0x[0-9a-fA-F]+\)$", "", kind),
+            float(reading[1]) if reading else None, _UNITS.get(reading[2].strip().lower()) if reading else None,
+            record.get("status"), None, threshold("lower critical"), threshold("upper critical"))  # fmt: skip
