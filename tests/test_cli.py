@@ -137,8 +137,10 @@ def test_sources_lists_forms() -> None:
     code, out, _ = run("sources")
     assert code == 0
     lines = out.splitlines()
-    assert [line for line in lines if not line.startswith("  ")] == ["nvsmi", "journal", "kernel", "nccl", "torch", "trainlog"]
+    assert [line for line in lines if not line.startswith("  ")] == ["nvsmi", "journal", "kernel", "nccl", "torch", "trainlog",
+                                                                            "sel", "sensors", "gpuseries"]  # fmt: skip
     assert "  - dmesg -T / --ctime" in lines and "  - journalctl -o export (binary-safe fields)" in lines
+    assert "  - ipmitool sdr -v / sdr get / sensor get (verbose records, grammars/sensors.lark)" in lines
 
 
 def test_every_command_is_in_the_readme() -> None:
