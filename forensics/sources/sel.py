@@ -44,7 +44,7 @@ from typing import Any
 import polars as pl
 
 from ..text import split_lines
-from . import envelope, telemetry
+from . import envelope, telemetry_rows
 from .base import SourceResult
 
 NAME = "sel"
@@ -83,7 +83,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     else:
         frame, unparsed = _tables(lines, timezone=timezone)
     rows = pl.concat([frame, unparsed], how="diagonal_relaxed").sort("line") if unparsed.height else frame
-    events = telemetry.events_frame(rows, source=NAME, file=file, incident=incident, host=host)
+    events = telemetry_rows.events_frame(rows, source=NAME, file=file, incident=incident, host=host)
     bad = int(unparsed.filter(pl.col("kind") == "unparsed").height) if unparsed.height else 0
     return SourceResult(events, lines=len(lines), records=frame.height + bad, unparsed=bad, error=None,
                         invalid_utf8_lines=bad_utf8)  # fmt: skip
@@ -106,8 +106,8 @@ def _tables(lines: pl.Series, *, timezone: str | None) -> tuple[pl.DataFrame, pl
     rest = df.filter(pl.col("tool").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
     unparsed = pl.concat([
-        telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
-        telemetry.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other"),
+        telemetry_rows.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
+        telemetry_rows.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other"),
     ])  # fmt: skip
     return _finish(records.sort("line"), timezone=timezone), unparsed
 
@@ -179,13 +179,13 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     if records.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
     ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
-    read = telemetry.catalog_reading(records["text"])
+    read = telemetry_rows.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,
-        kind=pl.coalesce("cat_kind", telemetry.bmc_kind(records["type"].fill_null(records["sensor"]), records["sensor"])),
-        severity=telemetry.severity(records["event"] + pl.Series([" "] * records.height) + records["extra"].fill_null(""),
+        kind=pl.coalesce("cat_kind", telemetry_rows.bmc_kind(records["type"].fill_null(records["sensor"]), records["sensor"])),
+        severity=telemetry_rows.severity(records["event"] + pl.Series([" "] * records.height) + records["extra"].fill_null(""),
                                     state=records["state"], asserted=records["asserted"]),
-        gpu_index=telemetry.gpu_index(records["sensor"]),
+        gpu_index=telemetry_rows.gpu_index(records["sensor"]),
         dimm=pl.col("sensor").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", "")
         .fill_null(pl.col("extra").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", "")),
         reading=pl.col("extra").str.extract(_READING, 1).cast(pl.Float64, strict=False),
@@ -193,7 +193,7 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
         message=pl.col("text").str.strip_chars(),
     )  # fmt: skip
     out = out.with_columns(dimm=pl.when(pl.col("kind") == "bmc.memory").then(pl.col("dimm")))
-    detail = telemetry.detail_json(out, ["id", "sensor", "type", "event", "asserted", "state", "reading", "threshold",
+    detail = telemetry_rows.detail_json(out, ["id", "sensor", "type", "event", "asserted", "state", "reading", "threshold",
                                          "dimm", "gpu_index", "extra", "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail")
 
@@ -209,26 +209,26 @@ def _redfish(text: str, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataF
         _walk(json.loads(text), entries, text)
     except json.JSONDecodeError:
         gaps = _scan(text, entries)
-    left = telemetry.unparsed_frame(pl.DataFrame(gaps, schema={"line": pl.Int64, "text": pl.String}, orient="row"))
+    left = telemetry_rows.unparsed_frame(pl.DataFrame(gaps, schema={"line": pl.Int64, "text": pl.String}, orient="row"))
     if not entries:
-        return pl.DataFrame(schema={"line": pl.Int64}), telemetry.unparsed_frame(
+        return pl.DataFrame(schema={"line": pl.Int64}), telemetry_rows.unparsed_frame(
             pl.DataFrame({"line": [1], "text": [text[:2000]]}, schema={"line": pl.Int64, "text": pl.String}))
     rows = [_entry_row(line, e) for line, e in entries]
     records = pl.DataFrame(rows, schema=_RECORD | {"created": pl.String, "code": pl.String, "message_id": pl.String},
                            orient="row")  # fmt: skip
     ts, how = envelope.to_utc(pl.col("created"), pl.lit("iso"), year=None, timezone=timezone)
-    read = telemetry.catalog_reading(records["text"])
+    read = telemetry_rows.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,
-        kind=pl.coalesce("cat_kind", telemetry.bmc_kind(records["type"], records["text"],
+        kind=pl.coalesce("cat_kind", telemetry_rows.bmc_kind(records["type"], records["text"],
                                                         records["text"] + " " + records["message_id"].fill_null(""))),
-        severity=telemetry.severity(records["text"], state=records["state"], asserted=records["asserted"]),
-        gpu_index=telemetry.gpu_index(records["text"]),
+        severity=telemetry_rows.severity(records["text"], state=records["state"], asserted=records["asserted"]),
+        gpu_index=telemetry_rows.gpu_index(records["text"]),
         dimm=pl.col("text").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", ""),
         message=pl.col("text"),
     )  # fmt: skip
     out = out.with_columns(dimm=pl.when(pl.col("kind") == "bmc.memory").then(pl.col("dimm")))
-    detail = telemetry.detail_json(out, ["id", "type", "event", "asserted", "state", "message_id", "gpu_index", "dimm",
+    detail = telemetry_rows.detail_json(out, ["id", "type", "event", "asserted", "state", "message_id", "gpu_index", "dimm",
                                          "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail").sort("line"), left
 

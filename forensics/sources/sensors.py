@@ -46,7 +46,7 @@ from lark.exceptions import LarkError
 
 from ..grammar import parser
 from ..text import split_lines
-from . import telemetry
+from . import telemetry_rows
 from .base import SourceResult
 
 NAME = "sensors"
@@ -111,17 +111,17 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
                       _freeipmi(df.filter(pl.col("form") == "freeipmi"), names), verbose], how="vertical_relaxed").sort("line")  # fmt: skip
     rest = df.filter(pl.col("form").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
-    unparsed = pl.concat([telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
-                          telemetry.unparsed_frame(df.filter(pl.col("line").is_in(cut)).select("line", "text"))])  # fmt: skip
-    other = telemetry.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other")
+    unparsed = pl.concat([telemetry_rows.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
+                          telemetry_rows.unparsed_frame(df.filter(pl.col("line").is_in(cut)).select("line", "text"))])  # fmt: skip
+    other = telemetry_rows.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other")
     events = _events(rows, file=file)
     frames = [f for f in (events, unparsed, other) if f.height]
-    table = telemetry.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else events,
+    table = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else events,
                                    source=NAME, file=file, incident=incident, host=host)  # fmt: skip
     readings = rows.filter(pl.col("metric").is_not_null()).select(
         "line", ts=pl.lit(None, pl.Datetime("us", "UTC")), gpu=pl.lit(None, pl.String), device=pl.col("name"),
         metric="metric", value="value", unit=pl.col("metric").replace_strict(_UNIT_OF, default=None))  # fmt: skip
-    samples = telemetry.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
+    samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
     return SourceResult(table, lines=len(lines), records=rows.height + unparsed.height, unparsed=unparsed.height,
                         error=None, invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
 
@@ -192,7 +192,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
     """A reading past its critical threshold, a status the BMC marks critical, a state the catalogs read."""
     if rows.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
-    read = telemetry.catalog_reading(rows["text"])
+    read = telemetry_rows.catalog_reading(rows["text"])
     above = pl.col("ucr").is_not_null() & (pl.col("value") >= pl.col("ucr")) & (pl.col("metric") != "fan_rpm")
     below = pl.col("lcr").is_not_null() & (pl.col("value") <= pl.col("lcr")) & pl.col("metric").is_in(["fan_rpm", "voltage_v"])
     flagged = pl.coalesce(pl.col("status"), pl.col("state")).replace_strict(_CRITICAL, default=None)
@@ -202,7 +202,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
     ).filter(pl.col("crossed").is_not_null() | pl.col("flagged").is_not_null() | pl.col("cat_kind").is_not_null())
     if out.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
-    typed = telemetry.bmc_kind(out["type"].fill_null(""), out["name"])
+    typed = telemetry_rows.bmc_kind(out["type"].fill_null(""), out["name"])
     out = out.with_columns(
         kind=pl.coalesce("cat_kind", pl.col("metric").replace_strict(_KIND_OF, default=None), typed),
         severity=pl.coalesce("flagged", pl.lit("error")),
@@ -212,7 +212,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
         samples=pl.when(pl.col("metric").is_not_null() & pl.col("value").is_not_null())
         .then(pl.concat_list(pl.concat_str(pl.lit(f"{file}:"), pl.col("line").cast(pl.String)))),
     )  # fmt: skip
-    detail = telemetry.detail_json(out, ["sensor", "reading", "unit", "status", "threshold", "samples", "catalog"])
+    detail = telemetry_rows.detail_json(out, ["sensor", "reading", "unit", "status", "threshold", "samples", "catalog"])
     return out.with_columns(detail=detail, ts=pl.lit(None, pl.Datetime("us", "UTC"))).select(
         "line", "ts", "kind", "severity", "message", "detail")
 
