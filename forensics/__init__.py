@@ -2,7 +2,7 @@
 
 >>> import forensics
 >>> sorted(forensics.TABLES)
-['events', 'files', 'gpus', 'identities', 'incidents', 'metrics']
+['events', 'files', 'gpus', 'identities', 'incidents', 'metrics', 'samples']
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .mine.timeline import timeline
 from .offenders import repeat_offenders
 from .parse import parse_bytes, parse_file
 from .pci import canonical_bdf
-from .schema import DIAGNOSES, EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, TABLES
+from .schema import DIAGNOSES, EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, KINDS, METRICS, SAMPLES, TABLES
 from .stats import stats
 from .store import open_dataset
 
@@ -38,6 +38,7 @@ __all__ = [
     "METRICS",
     "ParseError",
     "RuleError",
+    "SAMPLES",
     "TABLES",
     "UnknownSourceError",
     "canonical_bdf",

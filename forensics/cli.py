@@ -54,8 +54,9 @@ def main(debug: bool) -> None:
 @click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short).")
 @click.option("--timezone", help="IANA zone of stamps printed in local time (default: UTC, noted as assumed).")
 @click.option("--incident", default="", help="Incident id to put in the rows.")
-@click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics"]), default="events",
-              show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps.")
+@click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics", "samples"]), default="events",
+              show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps; "
+              "samples: telemetry readings (sensors, GPU series).")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
               year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
     """Parse log files into event rows.

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from . import messages, sources
 from .errors import InputError
-from .schema import FILES, GPUS, METRICS
+from .schema import FILES, GPUS, METRICS, SAMPLES
 from .sources import joblog, journal, nvsmi
 from .sources.base import SourceResult, events_table
 
@@ -40,6 +40,7 @@ class Parsed:
     gpus: pa.Table
     metrics: pa.Table = field(default_factory=METRICS.empty_table)
     confidence: float | None = None
+    samples: pa.Table = field(default_factory=SAMPLES.empty_table)  # telemetry readings (issue 34)
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -110,8 +111,10 @@ def parse_bytes(
         result = _joined(result, after, offset=split or 0)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
+    samples = result.samples if result.samples is not None else SAMPLES.empty_table()
     files = _files_row(result, incident=incident, file=file, source=chosen, size=len(data), confidence=confidence)
-    return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence)
+    return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence,
+                  samples=samples)
 
 
 def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
@@ -129,13 +132,14 @@ def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
         i = t.schema.get_field_index("line")
         return t.set_column(i, t.schema.field(i), pc.add(t.column("line"), offset).cast(t.schema.field(i).type))
 
-    events, metrics = shifted(after.events), shifted(after.metrics)
+    events, metrics, samples = shifted(after.events), shifted(after.metrics), shifted(after.samples)
     f = after.files.to_pylist()[0]
     return SourceResult(
         pa.concat_tables([first.events, events]), lines=first.lines + f["lines"], records=first.records + f["records"],
         unparsed=first.unparsed + f["unparsed"], error=first.error or f["error"],
         invalid_utf8_lines=first.invalid_utf8_lines, gpus=first.gpus,
         metrics=pa.concat_tables([first.metrics, metrics]) if first.metrics is not None else metrics,
+        samples=pa.concat_tables([first.samples, samples]) if first.samples is not None else samples,
     )  # fmt: skip
 
 
@@ -232,8 +236,8 @@ def parse_file(
     table: str = "events",
 ) -> pa.Table:
     """Parse one log file into the ``events`` table (or, with ``table="gpus"``, the ``gpus`` table of
-    an nvidia-smi dump; ``table="metrics"``, the training steps of a job log; ``table="files"``, the
-    file's ``files`` row).
+    an nvidia-smi dump; ``table="metrics"``, the training steps of a job log; ``table="samples"``, the
+    readings of a telemetry file; ``table="files"``, the file's ``files`` row).
 
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
@@ -247,8 +251,8 @@ def parse_file(
     >>> t.column("kind")[0].as_py(), t.column("gpu")[0].as_py(), t.column("code")[0].as_py()
     ('gpu.xid', '0000:3b:00.0', 79)
     """
-    if table not in ("events", "gpus", "metrics", "files"):
-        raise InputError(f"table must be events, gpus, metrics or files, not {table!r}")
+    if table not in ("events", "gpus", "metrics", "samples", "files"):
+        raise InputError(f"table must be events, gpus, metrics, samples or files, not {table!r}")
     parsed = parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
                         on_error=on_error)  # fmt: skip
     return getattr(parsed, table)

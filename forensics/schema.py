@@ -144,6 +144,36 @@ SAMPLES = pa.schema(
     ]
 )
 
+#: The ``samples.metric`` vocabulary (DESIGN.md "samples"). Extend it, never rename it: derived events,
+#: rules and notebooks match on these strings. Units are fixed by the name (``_c``, ``_w``, ``_mhz``, ``_pct``…);
+#: a counter keeps its raw value (rates are a query).
+SAMPLE_METRICS: frozenset[str] = frozenset(
+    {
+        # GPU thermals, power, clocks, utilization (nvidia-smi dmon and --query-gpu loops, DCGM)
+        "temperature_c", "memory_temperature_c", "power_w", "power_limit_w", "energy_j",
+        "sm_clock_mhz", "mem_clock_mhz", "sm_util_pct", "mem_util_pct", "enc_util_pct", "dec_util_pct",
+        "fb_used_mib", "fb_free_mib", "fan_pct",
+        # GPU throttling: the clocks-event-reasons bit mask, and dmon's power/thermal violation times
+        "throttle_reasons", "power_violation_pct", "thermal_violation",
+        # GPU PCIe link and errors (counters)
+        "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pcie_replays",
+        "pcie_rx_mbps", "pcie_tx_mbps",
+        "ecc_sbe", "ecc_dbe", "retired_pages", "remapped_rows",
+        "xid",  # DCGM's last Xid (the error code as a value)
+        # BMC sensors (ipmitool sensor/sdr, ipmi-sensors): the reading by what it measures
+        "fan_rpm", "voltage_v", "current_a",
+        # fabric and NIC counters (ibstat, perfquery, ethtool -S, ip -s link)
+        "link_state", "link_rate_gbps", "symbol_errors", "link_downed", "link_error_recovery",
+        "port_rcv_errors", "port_xmit_discards", "xmit_discards", "port_rcv_remote_physical_errors",
+        "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_xmit_wait",
+        "rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_errors", "tx_errors", "rx_drops", "tx_drops",
+        # host I/O (iostat -x, sar -n DEV/EDEV) and disks (smartctl, nvme smart-log)
+        "await_ms", "r_await_ms", "w_await_ms", "util_pct", "queue_size", "read_kbps", "write_kbps",
+        "reallocated_sectors", "pending_sectors", "uncorrectable_sectors", "media_errors", "percentage_used",
+        "available_spare_pct", "power_on_hours",
+    }
+)  # fmt: skip
+
 INCIDENTS = pa.schema(
     [
         pa.field("incident", pa.string(), nullable=False),
@@ -193,6 +223,7 @@ TABLES: dict[str, pa.Schema] = {
     "files": FILES,
     "incidents": INCIDENTS,
     "identities": IDENTITIES,
+    "samples": SAMPLES,  # added (issue 34)
 }
 
 SEVERITIES = ("debug", "info", "notice", "warning", "error", "critical")
@@ -240,6 +271,9 @@ KINDS: frozenset[str] = frozenset(
         # vendor's health tool or the kernel's thermal code says, by the part it names (issue 34's vocabulary)
         "bmc.psu", "bmc.power", "bmc.thermal", "bmc.fan", "bmc.memory", "bmc.pcie", "bmc.cpu", "bmc.drive", "bmc.event",
         "host.thermal",
+        "bmc.gpu",  # added (issue 34, sources/sel.py): a BMC record about a GPU (a sensor named for one)
+        # added (issue 34, data/telemetry_rules.toml): derived from a GPU's series
+        "gpu.temp_rise", "gpu.power_drop", "gpu.util_drop",
         "other", "unparsed",
     }
 )  # fmt: skip

@@ -259,7 +259,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class OpenDataset:
     """A stored dataset; each table is a Polars LazyFrame over the committed files.
 
-    ``.events``, ``.gpus``, ``.metrics``, ``.files``, ``.identities``, ``.incidents``.
+    ``.events``, ``.gpus``, ``.metrics``, ``.samples``, ``.files``, ``.identities``, ``.incidents``.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -269,6 +269,8 @@ class OpenDataset:
         self._files = {name: self.store.files_of(name, self._state) for name in TABLES}
         #: Why the last :meth:`diagnoses` could not store what it diagnosed (None when it could, or did not try).
         self.save_error: str | None = None
+        # an incident stored before the samples table existed (and unchanged since) has no samples part
+        self._files["samples"] = [f for f in self._files["samples"] if os.path.exists(f)]
 
     def table(self, name: str) -> pl.LazyFrame:
         """The table ``name`` as a LazyFrame (an empty one with the schema when nothing is stored)."""
@@ -294,6 +296,10 @@ class OpenDataset:
     @property
     def metrics(self) -> pl.LazyFrame:
         return self.table("metrics")
+
+    @property
+    def samples(self) -> pl.LazyFrame:
+        return self.table("samples")
 
     @property
     def files(self) -> pl.LazyFrame:

@@ -223,3 +223,16 @@ def test_scatter_in_python_is_polars_scatter(dtype: pl.DataType) -> None:
     assert small.equals(pl.Series("v", want, dtype=dtype))
     assert small.equals(large)
     assert envelope.scatter(values.clear(), rows.clear(), 0).len() == 0
+
+
+def test_samples_columns_and_metrics_follow_design_md() -> None:
+    text = DESIGN.read_text("utf-8").split("**samples**", 1)[1].split("**incidents**", 1)[0]
+    columns = text.split(":", 1)[1].split(". Metric names", 1)[0]
+    at = {c: m.start() for c in schema.SAMPLES.names if (m := re.search(rf"\b{c}\b", columns))}
+    assert sorted(at, key=at.__getitem__) == schema.SAMPLES.names  # every column, in DESIGN's order
+    assert [(f.name, f.type) for f in schema.SAMPLES][-3:] == [("metric", pa.string()), ("value", pa.float64()),
+                                                               ("unit", pa.string())]  # fmt: skip
+    vocabulary = set(re.findall(r"`([a-z_]+)`", text.split("Metric names are a documented vocabulary:", 1)[1]
+                                .split("(the full list", 1)[0]))  # fmt: skip
+    assert vocabulary and vocabulary <= schema.SAMPLE_METRICS, vocabulary - schema.SAMPLE_METRICS
+    assert schema.TABLES["samples"] is schema.SAMPLES

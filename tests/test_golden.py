@@ -16,7 +16,7 @@ from forensics.parse import parse_bytes
 
 from .conftest import golden_cases
 
-SOURCES = ("kernel", "journal", "nvsmi", "nccl", "torch", "trainlog")
+SOURCES = ("kernel", "journal", "nvsmi", "nccl", "torch", "trainlog", "sel", "sensors", "gpuseries")
 CASES = [(source, case) for source in SOURCES for case in golden_cases(source)]
 IDS = [f"{source}/{case.stem}" for source, case in CASES]
 
@@ -34,7 +34,7 @@ def test_golden(source: str, case: Path, update_golden: bool) -> None:
         expected_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     expected = [json.loads(line) for line in expected_path.read_text("utf-8").splitlines()]
     assert rows == expected
-    for table in ("gpus", "metrics"):  # the other tables a source fills, when it fills them
+    for table in ("gpus", "metrics", "samples"):  # the other tables a source fills, when it fills them
         got = _rows(getattr(parsed, table))
         path = case.with_suffix(f".{table}.jsonl")
         if update_golden and got:

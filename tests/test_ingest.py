@@ -541,3 +541,23 @@ def test_a_redacted_host_name_names_no_machine(tmp_path: Path) -> None:
     ev = pl.from_arrow(t.events)
     assert set(ev["host"]) == {"gpu-node-007"} and set(pl.from_arrow(t.files)["host"]) == {"gpu-node-007"}
     assert ev.filter(pl.col("kind") == "nccl.net_error")["rank"].to_list() == [0]
+
+
+def test_samples_get_the_incidents_zone_and_gpus() -> None:
+    """Wall-clock stamps of a local-time source move to the incident's zone; a UUID or an nvidia-smi index
+    becomes the bus id (the index only where a full list of the host's GPUs is known)."""
+    from datetime import UTC, datetime
+
+    from forensics.ingest import align
+
+    ids = pl.DataFrame({"host": ["a", "a", "b"], "gpu": ["0000:3b:00.0", "0000:18:00.0", "0000:5e:00.0"],
+                        "uuid": ["GPU-aa", None, "GPU-bb"], "learnt_from": [["nvidia-smi"], ["nvidia-smi"], ["NVRM"]]})  # fmt: skip
+    noon = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    samples = pl.DataFrame({
+        "host": ["a", "a", "a", "b", "b"], "source": ["local", "local", "utc", "local", "local"],
+        "ts": [noon] * 5, "gpu": [None, None, None, None, "00000000:5E:00.0"], "device": ["1", "GPU-aa", "0", "0", "x"],
+    })  # fmt: skip
+    out = align.align_samples(samples, ids, timezone="Europe/Paris", local_sources=frozenset({"local"}),
+                              index_sources=frozenset({"local"}))  # fmt: skip
+    assert out["gpu"].to_list() == ["0000:3b:00.0", "0000:3b:00.0", None, None, "0000:5e:00.0"]
+    assert [t.hour for t in out["ts"]] == [11, 11, 12, 11, 11]

@@ -473,3 +473,59 @@ def fill_identities(events: pl.DataFrame, ids: pl.DataFrame) -> pl.DataFrame:
         .with_columns(rank=pl.coalesce("rank", "_rank"))
     )
     return out.drop("_row", "_prank", "_gpu", "_rank")
+
+
+# --- samples -----------------------------------------------------------------------------------------
+
+
+def align_samples(samples: pl.DataFrame, ids: pl.DataFrame, *, timezone: str | None,
+                  local_sources: frozenset[str], index_sources: frozenset[str]) -> pl.DataFrame:  # fmt: skip
+    """The ``samples`` rows on the incident's time line and GPUs.
+
+    Stamps of the sources in ``local_sources`` (the machine's wall clock, read as UTC by the parser) are
+    re-read in ``timezone``. A row with no ``gpu`` gets the canonical bus id its ``device`` names: a UUID
+    (``GPU-…``) through the identities, a bare number (``0``) of a source in ``index_sources`` as
+    nvidia-smi's index — the position in bus order among the host's GPUs, used only when a full list of
+    them is known (an ``nvidia-smi -q`` dump or a bug report's ``information`` sections).
+    """
+    if samples.height == 0:
+        return samples
+    out = samples
+    if timezone:
+        out = out.with_columns(ts=pl.when(pl.col("source").is_in(list(local_sources))).then(_in_zone(timezone))
+                               .otherwise(pl.col("ts")))  # fmt: skip
+    known = ids.filter(pl.col("gpu").is_not_null())
+    by_uuid = known.filter(pl.col("uuid").is_not_null()).select("host", device="uuid", _uuid_gpu="gpu").unique(
+        ["host", "device"], keep="none")  # fmt: skip
+    full = known.filter(pl.col("learnt_from").list.set_intersection(["nvidia-smi", "bug report"]).list.len() > 0)
+    by_index = (
+        known.filter(pl.col("host").is_in(full.get_column("host").unique().implode()))
+        .sort("host", "gpu").select("host", "gpu")
+        .with_columns(device=pl.int_range(pl.len()).over("host").cast(pl.String))
+        .rename({"gpu": "_index_gpu"})
+    )  # fmt: skip
+    indexed = pl.col("source").is_in(list(index_sources)) & pl.col("device").str.contains(r"^\d+$")
+    return (
+        out.with_row_index("_row")
+        .join(by_uuid, on=["host", "device"], how="left", maintain_order="left")
+        .join(by_index, on=["host", "device"], how="left", maintain_order="left")
+        .with_columns(gpu=pl.coalesce(
+            pl.col("gpu").map_elements(canonical_bdf, return_dtype=pl.String, skip_nulls=True),
+            "_uuid_gpu", pl.when(indexed).then(pl.col("_index_gpu"))))  # fmt: skip
+        .sort("_row").drop("_row", "_uuid_gpu", "_index_gpu")
+    )
+
+
+def series_gpus(events: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
+    """Events that sit on a sample row (those derived from a GPU's series) and name no GPU get the one ingest
+    gave that row (:func:`align_samples`): a row of a series is one GPU's reading."""
+    if events.height == 0 or samples.height == 0:
+        return events
+    rows = (
+        samples.filter(pl.col("gpu").is_not_null()).group_by("file", "line").agg(_series_gpu=pl.col("gpu").unique())
+        .filter(pl.col("_series_gpu").list.len() == 1).with_columns(pl.col("_series_gpu").list.first())
+    )  # fmt: skip
+    if rows.height == 0:
+        return events
+    return (events.join(rows, on=["file", "line"], how="left", maintain_order="left")
+            .with_columns(gpu=pl.coalesce("gpu", "_series_gpu")).drop("_series_gpu"))  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any
 
@@ -21,7 +21,8 @@ import polars as pl
 import pyarrow as pa
 
 from ..parse import count_lines, parse_bytes
-from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS
+from .. import sources
+from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS, SAMPLES
 from ..sources.base import to_schema
 from . import align, bugreport, discover
 from .archive import Limits
@@ -41,10 +42,11 @@ class IncidentTables:
     files: pa.Table
     identities: pa.Table
     incidents: pa.Table
+    samples: pa.Table = field(default_factory=SAMPLES.empty_table)
 
     def tables(self) -> dict[str, pa.Table]:
         return {"events": self.events, "gpus": self.gpus, "metrics": self.metrics, "files": self.files,
-                "identities": self.identities, "incidents": self.incidents}  # fmt: skip
+                "identities": self.identities, "incidents": self.incidents, "samples": self.samples}  # fmt: skip
 
 
 def digest(ref: IncidentRef, limits: Limits | None = None) -> str:
@@ -78,6 +80,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     events: list[pa.Table] = []
     gpus: list[pa.Table] = []
     metrics: list[pa.Table] = []
+    samples: list[pa.Table] = []
     files: list[dict[str, Any]] = []
     container_hosts: dict[str, str] = {}
     facts: list[dict[str, Any]] = []
@@ -113,6 +116,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         events.append(_shift(parsed.events, shift))
         gpus.append(_shift(parsed.gpus, shift))
         metrics.append(_shift(parsed.metrics, shift))
+        samples.append(_shift(parsed.samples, shift))
     for f in files:  # a sosreport without a hostname file: the host in its folder's name
         container = f["container"]
         if container is not None and container not in container_hosts and not container.endswith((".log", ".gz")):
@@ -124,8 +128,9 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = _frame(events, EVENTS)
     gp = _frame(gpus, GPUS)
     mt = _frame(metrics, METRICS)
+    sm = _frame(samples, SAMPLES)
     if strip:
-        ev, gp, mt, files_df = (_strip(df, strip) for df in (ev, gp, mt, files_df))
+        ev, gp, mt, sm, files_df = (_strip(df, strip) for df in (ev, gp, mt, sm, files_df))
         files_df = files_df.with_columns(pl.col("container").str.strip_prefix(strip))
         container_hosts = {k.removeprefix(strip): v for k, v in container_hosts.items()}
         facts = [{**f, "file": f["file"].removeprefix(strip)} for f in facts]
@@ -136,6 +141,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     file_host = dict(files_df.select("file", "host").iter_rows())
     gp = gp.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
     mt = mt.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
+    sm = sm.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
     facts = [{**f, "host": file_host.get(f["file"])} for f in facts]
     timezone = config.get("timezone")
     ev = align.apply_timezone(ev, timezone)
@@ -146,9 +152,13 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = align.twin_times(ev)
     ids = align.identities(incident_id, ev, gp, facts)
     ev = align.fill_identities(ev, ids)
+    sm = align.align_samples(sm, ids, timezone=timezone, local_sources=sources.LOCAL_TIME,
+                             index_sources=sources.GPU_INDEX)  # fmt: skip
+    ev = align.series_gpus(ev, sm)
     ev = ev.with_columns(incident=pl.lit(incident_id))
     gp = gp.with_columns(incident=pl.lit(incident_id))
     mt = mt.with_columns(incident=pl.lit(incident_id))
+    sm = sm.with_columns(incident=pl.lit(incident_id))
     files_df = files_df.with_columns(incident=pl.lit(incident_id))
     labels = {k: v for k, v in config.items() if k != "id"}
     if config_error:
@@ -168,6 +178,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         files=to_schema(files_df, FILES),
         identities=to_schema(ids, IDENTITIES),
         incidents=incidents,
+        samples=to_schema(sm, SAMPLES),
     )
 
 

@@ -14,7 +14,7 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import dcgm, disks, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, torch, trainlog
+from . import dcgm, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors, torch, trainlog
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
 SOURCES: dict[str, ModuleType] = {
@@ -22,7 +22,15 @@ SOURCES: dict[str, ModuleType] = {
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
     lspci.NAME: lspci, ibcounters.NAME: ibcounters, nicstats.NAME: nicstats,
     dcgm.NAME: dcgm, disks.NAME: disks,
+    sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries,
 }  # fmt: skip
+
+#: Sources whose ``samples`` stamps are the machine's wall clock (a module with ``LOCAL_TIME = True``):
+#: ingest re-reads them in the incident's timezone, as it does for ``dmesg -T``.
+LOCAL_TIME: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(m, "LOCAL_TIME", False))
+#: Sources whose bare-number ``samples.device`` is nvidia-smi's GPU index (``GPU_INDEX = True``): ingest
+#: turns it into the bus id (:func:`forensics.ingest.align.align_samples`).
+GPU_INDEX: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(m, "GPU_INDEX", False))
 
 
 def get(name: str) -> ModuleType:

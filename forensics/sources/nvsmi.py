@@ -44,10 +44,16 @@ from ..grammar import parser
 from ..pci import canonical_bdf
 from ..schema import GPUS
 from ..text import split_lines
-from . import envelope
+from . import derive, envelope, gpuseries, telemetry_rows
 from .base import SourceResult, events_table
 
 NAME = "nvsmi"
+#: A ``--query-gpu`` loop's samples: stamps in the machine's wall clock, a bare-number device is the GPU index.
+LOCAL_TIME = True
+GPU_INDEX = True
+#: Kinds this source derives per reading itself (from the gpus rows); the series rules add the others.
+_PER_ROW = frozenset({"gpu.thermal_slowdown", "gpu.power_slowdown", "gpu.pcie_degraded", "gpu.pcie_replays",
+                      "gpu.ecc_uncorrectable"})
 FORMS = (
     "nvidia-smi -q text, any -d subset, drivers 304.x-610.x (value column at any offset)",
     "nvidia-smi -q -x XML, DTD v9-v13, with or without DOCTYPE, truncated",
@@ -612,11 +618,16 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     mode = _mode(data)
     error = None
     rows: list[dict[str, Any]] = []
+    series = None
     try:
         if mode == "csv":
             # a sample of columns the gpus table has none of (fan.speed alone) gives no row
-            samples = map(_csv_gpu, _csv_rows(lines.to_list()))
+            records = _csv_rows(lines.to_list())
+            samples = map(_csv_gpu, records)
             rows = [g for g in samples if set(g) - {"line", "ts", "gpu", "clocks_event_reasons"} or g["clocks_event_reasons"] is not None]
+            # a -l loop is a series too: its readings are samples, and the series rules derive their events
+            series = gpuseries.query_samples(records, source=NAME, file=file, incident=incident, host=host,
+                                             timezone=timezone)
         elif mode == "table":
             rows = _table_rows(lines.to_list())
         else:
@@ -640,8 +651,13 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     if unparsed:
         events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
                                                                     {"error": error}, file, incident, host, None)])])  # fmt: skip
+    if series is not None and series.num_rows:
+        derived = derive.events(series, skip=_PER_ROW)
+        if derived.height:
+            extra = telemetry_rows.events_frame(derived, source=NAME, file=file, incident=incident, host=host)
+            events = pa.concat_tables([events, extra]).sort_by([("line", "ascending")])
     return SourceResult(events, lines=len(lines), records=len(rows) + len(failures) + unparsed, unparsed=unparsed,
-                        error=error, invalid_utf8_lines=bad_utf8, gpus=gpus)  # fmt: skip
+                        error=error, invalid_utf8_lines=bad_utf8, gpus=gpus, samples=series)  # fmt: skip
 
 
 def _failures(lines: list[str], *, seen: set[int]) -> list[Failure]:

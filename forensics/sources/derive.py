@@ -1,0 +1,127 @@
+"""Events derived from GPU series, as data (``data/telemetry_rules.toml``): a GPU at a slowdown temperature
+or rising 10 °C in 10 minutes, clocks held down by a thermal or power reason, power collapsing or over its
+limit, a PCIe link narrower than its maximum, replay or uncorrectable-ECC counters growing, utilization
+falling to near 0.
+
+Each event sits on the reading that trips its rule and names the sample rows it rests on
+(``detail.samples``: ``file:line``), with ``detail.metric``, ``value``, ``device`` and the rule's figures.
+
+>>> import pyarrow as pa; from forensics.schema import SAMPLES
+>>> s = pa.Table.from_pylist([{"incident": "", "source": "x", "file": "f", "line": n, "device": "0",
+...     "metric": "power_w", "value": v} for n, v in [(1, 300.0), (2, 310.0), (3, 305.0), (4, 12.0)]], schema=SAMPLES)
+>>> e = events(s); e["kind"].to_list(), e["line"].to_list()
+(['gpu.power_drop'], [4])
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+_TS = pl.Datetime("us", "UTC")
+_OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "severity": pl.String,
+        "message": pl.String, "detail": pl.String}  # fmt: skip
+
+
+@cache
+def rules() -> list[dict[str, Any]]:
+    """The rules of ``data/telemetry_rules.toml``."""
+    return tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))["rule"]
+
+
+def events(samples: pa.Table, *, skip: frozenset[str] = frozenset()) -> pl.DataFrame:
+    """The events the rules derive from ``samples`` (one file's), except those of the kinds in ``skip`` (a
+    source that derives them itself)."""
+    if samples.num_rows == 0:
+        return pl.DataFrame(schema=_OUT)
+    wanted = [r for r in rules() if r["kind"] not in skip]
+    metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
+    frame = pl.from_arrow(samples).lazy().filter(pl.col("metric").is_in(list(metrics))) \
+        .with_columns(key=pl.coalesce("gpu", "device").fill_null("")).sort("metric", "key", "line").collect()  # fmt: skip
+    assert isinstance(frame, pl.DataFrame)
+    # one sorted series per metric, shared by the rules that read it
+    series = frame.partition_by("metric", as_dict=True, maintain_order=True)
+    by_metric = {key[0]: part for key, part in series.items()}
+    found = [_apply(rule, by_metric) for rule in wanted if rule["metric"] in by_metric]
+    found = [f for f in found if f.height]
+    return pl.concat(found).sort("line", "kind") if found else pl.DataFrame(schema=_OUT)
+
+
+def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    s = by_metric[rule["metric"]]
+    if s.height == 0:
+        return pl.DataFrame(schema=_OUT)
+    v, by_key = pl.col("value"), ("key",)
+    prev_line = pl.col("line").shift(1).over(by_key)
+    test = rule["test"]
+    if test == "at_least":
+        s = s.with_columns(hit=v >= rule["value"], limit=pl.lit(float(rule["value"])), rows=pl.concat_list("line"))
+    elif test == "mask":
+        bits = sum(rule["bits"])
+        s = s.with_columns(hit=(v.cast(pl.Int64) & bits) != 0, mask=v.cast(pl.Int64), rows=pl.concat_list("line"))
+    elif test == "grow":
+        before = v.shift(1).over(by_key)
+        s = s.with_columns(hit=v > before, before=before, rows=pl.concat_list(prev_line, "line"))
+    elif test == "collapse":
+        median = v.shift(1).rolling_median(rule["window"], min_samples=min(3, rule["window"])).over(by_key)
+        first = pl.col("line").shift(rule["window"]).over(by_key).fill_null(pl.col("line").first().over(by_key))
+        s = s.with_columns(hit=(median >= rule["from_at_least"]) & (v <= median * rule["fraction"]), before=median,
+                           rows=pl.concat_list(first, prev_line, "line"))  # fmt: skip
+    elif test == "rise":
+        s = _rise(s, rule)
+    elif test in ("over_peer", "below_peer"):
+        if rule["peer"] not in by_metric:
+            return pl.DataFrame(schema=_OUT)
+        peer = by_metric[rule["peer"]].select("key", "line", limit="value", peer_line="line")
+        s = s.join(peer, on=["key", "line"], how="inner").sort("key", "line")
+        s = s.with_columns(hit=(v > pl.col("limit")) if test == "over_peer" else (v < pl.col("limit")),
+                           rows=pl.concat_list("line"))  # fmt: skip
+    else:
+        raise ValueError(f"telemetry_rules.toml: unknown test {test!r}")
+    # a condition that holds over consecutive readings is one event, at its start
+    start = s.with_columns(hit=pl.col("hit").fill_null(False)).filter(
+        pl.col("hit") & ~pl.col("hit").shift(1).over(by_key).fill_null(False))
+    return _rows(start, rule)
+
+
+def _rise(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    """Each reading against the lowest one of the same GPU within ``within_s`` seconds before it."""
+    timed = s.filter(pl.col("ts").is_not_null()).sort("key", "ts")
+    if timed.height == 0:
+        return s.with_columns(hit=pl.lit(False), rows=pl.concat_list("line"))
+    window = f"{int(rule['within_s'])}s"
+    low = timed.with_columns(low=pl.col("value").rolling_min_by("ts", window_size=window, closed="both").over("key"))
+    low = low.with_columns(hit=pl.col("value") - pl.col("low") >= rule["by"])
+    # the line and time of that lowest reading, for the event's samples and span
+    lows = timed.select("key", low_ts="ts", low_line="line", low="value")
+    low = low.join_asof(lows.sort("low_ts"), left_on="ts", right_on="low_ts", by=["key", "low"],
+                        strategy="backward", tolerance=window, check_sortedness=False)  # fmt: skip
+    return low.with_columns(delta=pl.col("value") - pl.col("low"),
+                            span=(pl.col("ts") - pl.col("low_ts")).dt.total_seconds(),
+                            rows=pl.concat_list("low_line", "line")).sort("key", "line")  # fmt: skip
+
+
+def _rows(hits: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    out = []
+    for r in hits.iter_rows(named=True):
+        figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask") if r.get(k) is not None}
+        message = rule["says"].format_map(_Defaults(figures))
+        detail = {"metric": rule["metric"], "device": r.get("device"), **figures, "rule": rule["test"],
+                  "samples": [f"{r['file']}:{n}" for n in dict.fromkeys(r["rows"] or []) if n is not None]}
+        out.append({"line": r["line"], "ts": r["ts"], "gpu": r.get("gpu"), "kind": rule["kind"],
+                    "severity": rule["severity"], "message": message,
+                    "detail": json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False)})
+    return pl.DataFrame(out, schema=_OUT)
+
+
+class _Defaults(dict):  # type: ignore[type-arg]
+    """Format figures a rule's sentence names but a reading lacks as ``?``."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"

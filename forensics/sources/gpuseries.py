@@ -1,0 +1,177 @@
+"""GPU time series: ``nvidia-smi dmon`` captures, and the ``samples`` of ``--query-gpu … -l`` loops.
+
+Producers and versions seen (tests/golden/gpuseries, PROVENANCE.md):
+
+- ``nvidia-smi dmon`` of drivers 3xx-5xx: the old header (``# gpu pwr temp sm mem enc dec mclk pclk``, and
+  under ``-s v``/``-s e`` ``pviol tviol`` and ``sbecc dbecc pci``), the new one (``gtemp mtemp``, ``jpg
+  ofa``, ``fb bar1 ccpm``, ``rxpci txpci``), with or without ``-o D``/``-o T``/``-o DT`` (``#Date`` as
+  ``YYYYMMDD``, ``#Time`` as ``HH:MM:SS``), ``-`` for a value the GPU does not support, the header
+  repeated every screenful, several captures in one file, other text between them, a capture quoted in a
+  mail or a post (``> `` before each line, an escaped ``#``).
+- ``nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits] -l N`` loops: the nvsmi source claims the
+  file (its ``gpus`` rows and events) and takes its ``samples`` from :func:`query_samples` here; field
+  names and aliases as ``--help-query-gpu`` lists them, ``[N/A]``/``[Not Supported]``/``N/A`` are no
+  reading, ``timestamp`` ``YYYY/MM/DD HH:MM:SS.mmm``.
+
+Output: ``samples``, one row per GPU per reading per metric (``data/gpu_series.toml`` maps the columns to
+the vocabulary: ``power_w``, ``temperature_c``, ``memory_temperature_c``, ``sm_util_pct``,
+``mem_util_pct``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``power_violation_pct``, ``thermal_violation``,
+``fb_used_mib``, ``ecc_sbe``, ``ecc_dbe``, ``pcie_replays``, ``pcie_rx_mbps``…); ``device`` is the GPU
+index as printed, ``gpu`` the bus id when the capture prints it (``pci.bus_id``), else ingest's alignment
+of the index (:func:`forensics.ingest.align.align_samples`). Time: the machine's local clock without a
+zone (read in the incident's timezone); a ``dmon -o T`` capture has no date, so its rows have no ``ts``.
+The events derived from the series are :mod:`forensics.sources.derive`'s.
+
+Why no grammar: a dmon capture is a table of numbers under a header line that names its columns; a
+vectorized split by whitespace reads millions of rows in one pass.
+
+Example: ``    0     86     33      -     30     27      0      0      0      0   6250   1710`` under a
+``# gpu pwr gtemp mtemp sm mem enc dec jpg ofa mclk pclk`` header → ``power_w`` 86, ``temperature_c`` 33,
+``sm_util_pct`` 30, … for device ``0`` (``mtemp`` ``-`` gives no row).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ..pci import canonical_bdf
+from ..schema import SAMPLES
+from ..text import split_lines
+from . import derive, envelope, telemetry_rows
+from .base import SourceResult
+
+NAME = "gpuseries"
+FORMS = (
+    "nvidia-smi dmon, old (temp, pviol tviol sbecc dbecc) and new (gtemp mtemp) headers, -o D/T/DT, - unsupported",
+    "nvidia-smi --query-gpu=... --format=csv -l N loops: samples (the file is claimed by nvsmi)",
+)
+#: The stamps are the machine's wall clock; a bare-number device is nvidia-smi's GPU index (ingest aligns both).
+LOCAL_TIME = True
+GPU_INDEX = True
+
+_HEADER = r"^\s*#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\S"
+
+
+@cache
+def columns() -> dict[str, dict[str, tuple[str, str]]]:
+    """``data/gpu_series.toml``: ``dmon`` and ``query`` column names → (metric, unit)."""
+    data = tomllib.loads(resources.files("forensics.data").joinpath("gpu_series.toml").read_text("utf-8"))
+    return {table: {name: (pair[0], pair[1]) for name, pair in data[table].items()} for table in ("dmon", "query")}
+
+
+def sniff(head: str) -> float:
+    """1.0 when ``head`` holds a dmon header line followed by its units line (``# Idx W C …``)."""
+    lines = [re.sub(r"^\s*>\s?", "", line).replace("\\#", "#", 1) for line in head.splitlines()[:200]]
+    for n, line in enumerate(lines[:-1]):
+        if re.match(_HEADER, line) and re.match(r"^\s*#\s*(?:\S+\s+)*?Idx\b", lines[n + 1]):
+            return 1.0
+    return 0.0
+
+
+def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
+          timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
+    """Parse ``nvidia-smi dmon`` captures into ``samples`` (and the events derived from them)."""
+    del year, on_error, full
+    lines, bad_utf8 = split_lines(data)
+    df = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    # a capture quoted in a mail or a markdown post: "> " before each line, the header's "#" escaped as "\#"
+    df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#"))
+    df = df.with_columns(header=pl.col("text").str.contains(_HEADER))
+    # each row belongs to the header above it; dmon repeats its header, so rows are read per distinct header
+    # (a few), never per header line (one every screenful)
+    df = df.with_columns(columns=pl.when("header").then(pl.col("text").str.strip_chars().str.strip_chars_start("#")
+                                                        .str.strip_chars().str.to_lowercase()).forward_fill(),
+                         tokens=pl.col("text").str.extract_all(r"\S+"))  # fmt: skip
+    body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
+    parts, used = [], []
+    for (columns,) in body.select("columns").unique(maintain_order=True).iter_rows():
+        names = columns.split()
+        rows = body.filter((pl.col("columns") == columns) & (pl.col("tokens").list.len() == len(names)))
+        used.append(rows.select("line"))
+        parts.append(_dmon_block(rows, names, timezone=timezone))
+    readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry_rows.READINGS)
+    samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
+    taken = pl.concat(used) if used else pl.DataFrame(schema={"line": pl.Int64})
+    rest = df.join(taken, on="line", how="anti").filter(
+        ~pl.col("text").str.contains(r"^\s*#") & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
+    # a dmon row cut short (a ^C, a truncated capture) is a row the header does not fit: unparsed
+    numeric = pl.col("text").str.contains(r"^\s*\d[\d:]*\s+[\d-]")
+    unparsed = telemetry_rows.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
+    other = telemetry_rows.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
+    derived = derive.events(samples)
+    frames = [f for f in (derived, unparsed, other) if f.height]
+    events = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
+                                    source=NAME, file=file, incident=incident, host=host)  # fmt: skip
+    return SourceResult(events, lines=len(lines), records=taken.height + unparsed.height, unparsed=unparsed.height,
+                        error=None, invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
+
+
+def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -> pl.DataFrame:
+    """The readings of the rows under one header: one per row and mapped column."""
+    if rows.height == 0:
+        return pl.DataFrame(schema=telemetry_rows.READINGS)
+    at = {name: i for i, name in enumerate(names)}
+    token = pl.col("tokens").list.get
+    date = token(at["date"]) if "date" in at else None
+    time = token(at["time"]) if "time" in at else None
+    if date is not None and time is not None:
+        stamp = pl.concat_str(date.str.slice(0, 4), pl.lit("-"), date.str.slice(4, 2), pl.lit("-"), date.str.slice(6, 2),
+                              pl.lit("T"), time)  # fmt: skip
+    elif date is not None:
+        stamp = pl.concat_str(date.str.slice(0, 4), pl.lit("-"), date.str.slice(4, 2), pl.lit("-"), date.str.slice(6, 2),
+                              pl.lit("T00:00:00"))  # fmt: skip
+    else:
+        stamp = pl.lit(None, pl.String)  # -o T alone: a time of an unknown day
+    ts, _ = envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
+    base = rows.select("line", "tokens", ts=ts, device=token(at["gpu"]))
+    known = columns()["dmon"]
+    parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
+                         value=pl.col("tokens").list.get(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
+             for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
+    return pl.concat(parts).select(list(telemetry_rows.READINGS)).cast(telemetry_rows.READINGS) if parts else pl.DataFrame(schema=telemetry_rows.READINGS)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------- --query-gpu loops
+
+
+def query_samples(records: list[dict[str, Any]], *, source: str, file: str, incident: str, host: str | None,
+                  timezone: str | None) -> pa.Table:  # fmt: skip
+    """``samples`` of ``--query-gpu`` rows (field name → printed value, and ``line``; nvsmi's reading of the
+    CSV): every field :func:`columns` maps, for the GPU the row names (``pci.bus_id``, else ``index``, else
+    its UUID as the device)."""
+    known = columns()["query"]
+    out: list[dict[str, Any]] = []
+    for r in records:
+        bus = canonical_bdf(r.get("pci.bus_id") or r.get("gpu_bus_id"))
+        device = r.get("index") or r.get("uuid") or r.get("gpu_uuid")
+        for name, printed in r.items():
+            if (hit := known.get(name)) is not None and (value := _value(printed)) is not None:
+                out.append({"line": r["line"], "stamp": r.get("timestamp"), "gpu": bus, "device": device,
+                            "metric": hit[0], "value": value, "unit": hit[1]})  # fmt: skip
+    if not out:
+        return SAMPLES.empty_table()
+    frame = pl.DataFrame(out, schema={"line": pl.Int64, "stamp": pl.String, "gpu": pl.String, "device": pl.String,
+                                      "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
+    iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
+    ts, _ = envelope.to_utc(iso, pl.lit("iso"), year=None, timezone=timezone)
+    readings = frame.with_columns(ts=ts).select(list(telemetry_rows.READINGS))
+    return telemetry_rows.samples_table(readings, source=source, file=file, incident=incident, host=host)
+
+
+def _value(printed: Any) -> float | None:
+    """A printed value as a number: units dropped (``83.92 W``, ``26 %``), a hex mask as its integer; none for
+    ``[N/A]``, ``[Not Supported]``, ``N/A``."""
+    text = str(printed or "").strip()
+    if not text or text.startswith("[") or text in ("N/A", "-"):
+        return None
+    if re.fullmatch(r"0x[0-9a-fA-F]+", text):
+        return float(int(text, 16))
+    m = re.match(r"^(-?\d+(?:\.\d+)?)(?:\s*\S+)?$", text)
+    return float(m[1]) if m else None
