@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import messages, sources
+from . import sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS
 from .sources import joblog, journal, nvsmi
@@ -26,6 +25,9 @@ ON_ERROR = ("keep", "warn", "raise")
 #: A file no source claims is read for the lines worth keeping up to this size (a binary or a dump beyond
 #: it is only counted: reading it as kernel lines would cost memory for nothing).
 UNCLAIMED_READ_BYTES = 64 << 20
+#: An unclaimed file whose first bytes are more than this share not text is binary (random bytes: about
+#: 0.6; a log in Latin-1 or with a stray escape sequence: a few hundredths).
+BINARY_SHARE = 0.3
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 
@@ -69,34 +71,23 @@ def parse_bytes(
     year: int | None = None,
     timezone: str | None = None,
     on_error: str = "keep",
-    unclaimed: str = "other",
 ) -> Parsed:
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
 
-    A file no source claims is read as ``other`` rows (``unclaimed="other"``, what ``forensics parse``
-    does) or, with ``unclaimed="list"`` (what ingest does with the configuration files and command
-    outputs of an archive), keeps only the rows that say something: those the kernel source gives a
-    kind, those a message catalog reads (:mod:`forensics.messages`: smartd's mail, ``hpasmcli``'s
-    failed power supply, a container runtime's error) and those with words of trouble; its ``files`` row
-    keeps ``source`` null and counts every line. One larger than :data:`UNCLAIMED_READ_BYTES` is only
-    counted, and its ``files.error`` says so.
+    ``forensics parse`` and ``forensics ingest`` both read every file through here, so a file gives the
+    same rows under both. A file no source claims (a command's output, smartd's mail, an application's
+    own log) is read by the kernel source: every line is a row, ``other`` unless the kernel source gives
+    it a kind, and its ``files`` row keeps ``source`` null. Two kinds of unclaimed file are only counted
+    (lines and bytes), with ``files.error`` saying why they gave no rows: binary content
+    (:func:`binary_share`), and one larger than :data:`UNCLAIMED_READ_BYTES`.
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
     chosen, confidence = _choose(data, source)
-    if chosen is None and unclaimed == "list" and len(data) > UNCLAIMED_READ_BYTES:
-        note = f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
-        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=note)
+    if chosen is None and (why := _not_read(data)):
+        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=why)
         return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
                                                              size=len(data), confidence=confidence),
-                      source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
-    if chosen is None and unclaimed == "list":
-        result = sources.get("kernel").parse(data, file=file, incident=incident, host=host, year=year,
-                                             timezone=timezone, on_error=on_error)  # fmt: skip
-        kept = _said(result.events)
-        listed = SourceResult(kept, lines=result.lines, records=kept.num_rows, unparsed=0, error=result.error)
-        return Parsed(events=kept, files=_files_row(listed, incident=incident, file=file, source=None,
-                                                     size=len(data), confidence=confidence),
                       source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
     module = sources.get(chosen or "kernel")
     split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
@@ -106,7 +97,7 @@ def parse_bytes(
     )
     if rest.strip():  # a file is read by every family whose records it holds: the output after the dump
         after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                            on_error=on_error, unclaimed=unclaimed)  # fmt: skip
+                            on_error=on_error)  # fmt: skip
         result = _joined(result, after, offset=split or 0)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
@@ -139,18 +130,30 @@ def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
     )  # fmt: skip
 
 
-def _said(events: pa.Table) -> pa.Table:
-    """The rows of an unclaimed file worth keeping: a kind of their own, a catalog's reading, or words of
-    trouble (:data:`forensics.messages.TROUBLE`)."""
-    if events.num_rows == 0:
-        return events
-    frame = pl.from_arrow(events)
-    read = messages.frame(messages.load(), frame.get_column("message")).get_column("i")
-    keep = frame.with_row_index("_i").filter(
-        ~pl.col("kind").is_in(["other", "unparsed"]) | pl.col("_i").is_in(read.implode())
-        | pl.col("message").str.contains(messages.TROUBLE)
-    )  # fmt: skip
-    return keep.drop("_i").to_arrow().cast(events.schema)
+def _not_read(data: bytes) -> str | None:
+    """Why an unclaimed file is counted and not read, or None when it is read."""
+    if len(data) > UNCLAIMED_READ_BYTES:
+        return f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
+    share = binary_share(data[:SNIFF_BYTES])
+    if share > BINARY_SHARE:
+        return f"claimed by no source and binary ({share:.0%} of its first bytes are not text): counted, not read"
+    return None
+
+
+def binary_share(head: bytes) -> float:
+    """The share of ``head``'s bytes that are not text: control bytes other than whitespace and escape,
+    and bytes of invalid UTF-8. NUL bytes are left out of both counts: a log cut by a crash often holds
+    a run of them between its lines (the file system's preallocated blocks).
+
+    >>> binary_share(b"[ 1.0] NVRM: ok\\n"), round(binary_share(bytes(range(256))), 2)
+    (0.0, 0.6)
+    """
+    text = head.replace(b"\0", b"")
+    if not text:
+        return 0.0
+    decoded = text.decode("utf-8", "replace")
+    bad = sum(1 for c in decoded if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\x1b") or c == "\x7f")
+    return bad / len(decoded)
 
 
 def count_lines(data: bytes) -> int:
