@@ -158,7 +158,8 @@ class _Bytes(click.ParamType):
 @click.option("--scheduler", metavar="ADDRESS",
               help="The Dask scheduler (tcp://host:8786); implies --engine dask. Without it, "
                    "--engine dask starts a local cluster of --jobs workers.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress, only the summary.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress and no notes: only the warnings (what could not be read) and the summary.")
 def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_bytes: int,
                max_incident_bytes: int, engine: str | None, scheduler: str | None, quiet: bool) -> None:  # fmt: skip
     """Read incident folders and archives into a Parquet dataset, then print what it holds.
@@ -178,19 +179,52 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
                     progress=bar, engine=engine or ("dask" if scheduler else "processes"), scheduler=scheduler)
     if bar is not None:
         bar.close()
-    for d in report.done:
-        if d.status == "failed":
-            click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
-    for p in report.skipped:
-        click.echo(f"Note: {p}: not an incident (a loose file beside incidents); skipped", err=True)
-    if report.index_error:
-        click.echo(f"Warning: {report.dataset}: the signals index was not refreshed ({report.index_error}); "
-                   "diagnosis reads every incident's events instead", err=True)  # fmt: skip
+    _tell_ingest(report, quiet=quiet)
     counts = ", ".join(f"{report.count(s)} {s}" for s in ("added", "replaced", "unchanged", "failed"))
     click.echo(f"{report.dataset}: {counts}")
     click.echo(output.dataset_text(open_dataset(out)), nl=False)
-    if report.count("failed"):
-        raise SystemExit(1)
+    broken = [d for d in report.done if not d.whole]
+    if broken:
+        click.echo(f"Error: {len(broken)} of {len(report.done)} incident(s) not read whole (named above); "
+                   f"what could be read is stored", err=True)  # fmt: skip
+        raise SystemExit(NOT_WHOLE)
+
+
+#: ``forensics ingest``'s exit status when an incident could not be read whole (README "Exit status").
+NOT_WHOLE = 3
+
+
+def _tell_ingest(report: Any, *, quiet: bool) -> None:
+    """Name on stderr every incident and file that was not read whole (``Warning:``), every empty
+    incident, and, unless ``quiet``, each file no source claimed and each other note (``Note:``)."""
+    from .ingest.archive import is_loss
+
+    def note(text: str) -> None:
+        if not quiet:
+            click.echo(f"Note: {text}", err=True)
+
+    for d in sorted(report.done, key=lambda d: d.id):
+        if d.status == "failed":
+            click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
+        for file, why in d.problems:
+            where = f"{d.id}: {file or '(the archive)'}"
+            if is_loss(why):
+                click.echo(f"Warning: {where}: not read whole: {why}", err=True)
+            else:
+                note(f"{where}: {why}")
+        for file, lines in d.unclaimed:
+            note(f"{d.id}: {file}: claimed by no source; its {lines:,} line(s) kept as other rows")
+        if d.empty:
+            what = "it holds no file" if d.files == 0 else f"its {d.files} file(s) gave no row"
+            click.echo(f"Warning: {d.id}: empty incident: {what}", err=True)
+    for skipped in report.skipped:
+        if skipped.doc:
+            note(f"{skipped.path}: {skipped.why}")
+        else:
+            click.echo(f"Warning: {skipped.path}: {skipped.why}", err=True)
+    if report.index_error:
+        click.echo(f"Warning: {report.dataset}: the signals index was not refreshed ({report.index_error}); "
+                   "diagnosis reads every incident's events instead", err=True)  # fmt: skip
 
 
 @main.command("synth")
