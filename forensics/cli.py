@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from . import output, sources
 from .errors import ForensicsError, InputError
-from .parse import ON_ERROR, Parsed, iter_parse_path
+from .parse import ON_ERROR, Parsed, check_options, iter_parse_path, parse_bytes
 from .stats import BY as STATS_BY
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")
@@ -50,22 +50,23 @@ def main(debug: bool) -> None:
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="keep", show_default=True,
               help="keep: unparsed records become rows; warn: also report them; raise: stop at the first.")
-@click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short).")
+@click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short), 1970 to 9998.")
 @click.option("--timezone", help="IANA zone of stamps printed in local time (default: UTC, noted as assumed).")
 @click.option("--incident", default="", help="Incident id to put in the rows.")
 @click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics"]), default="events",
               show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps.")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
               year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
-    """Parse log files into event rows.
+    """Parse log files into event rows (FILE `-` reads standard input).
 
     Example: forensics parse dmesg.log --format jsonl -o events.jsonl
     """
     if source != "auto":
         sources.get(source)
+    check_options(year=year, timezone=timezone, on_error=on_error)
     if fmt == "parquet" and out is None:
         raise InputError("--format parquet needs -o FILE")
-    missing = [f for f in files if not Path(f).is_file()]
+    missing = [f for f in files if f != STDIN and not Path(f).is_file()]
     if missing:
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
@@ -75,13 +76,19 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
     with _destination(out, binary=fmt == "parquet") as stream:
         writer = _Writer(fmt, stream, table=table_name)
         for f in files:
-            for parsed in iter_parse_path(f, **options):
+            read = [parse_bytes(sys.stdin.buffer.read(), file="<stdin>", **options)] if f == STDIN \
+                else iter_parse_path(f, **options)  # type: ignore[arg-type]  # fmt: skip
+            for parsed in read:
                 writer.add(parsed)
                 if on_error == "warn":
                     for note in parsed.files.column("error").to_pylist():
                         if note:
                             click.echo(f"Warning: {f}: {note}", err=True)
         writer.close()
+
+
+#: The FILE that stands for standard input.
+STDIN = "-"
 
 
 class _Writer:
@@ -345,15 +352,21 @@ def eval_cmd(path: Path, fmt: str, rules: tuple[str, ...]) -> None:
 
 
 class _Duration(click.ParamType):
+    """A positive duration no longer than ten years: ``30s``, ``10m``, ``2h``; in microseconds."""
+
     name = "duration"
+    LONGEST_US = 3650 * 86400 * 10**6
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         from .mine.language import duration_us
 
         try:
-            return value if isinstance(value, int) else duration_us(str(value))
+            us = value if isinstance(value, int) else duration_us(str(value))
         except ValueError:
             self.fail(f"{value!r} is not a duration such as 30s, 10m, 2h", param, ctx)
+        if not 0 < us <= self.LONGEST_US:
+            self.fail(f"{value!r} is not a duration above 0 and up to 3650d", param, ctx)
+        return us
 
 
 @main.command("timeline")
@@ -536,6 +549,9 @@ def _destination(out: Path | None, *, binary: bool) -> Iterator[IO[Any]]:
     if not out.parent.is_dir():
         raise InputError(f"{out.parent}: no such directory")
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    umask = os.umask(0o022)  # read (and put back): the mode a file made with open() would get
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600
     try:
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8", newline=None if binary else "") as f:
             yield f

@@ -26,8 +26,10 @@ ON_ERROR = ("keep", "warn", "raise")
 #: it is only counted: reading it as kernel lines would cost memory for nothing).
 UNCLAIMED_READ_BYTES = 64 << 20
 #: An unclaimed file whose first bytes are more than this share not text is binary (random bytes: about
-#: 0.6; a log in Latin-1 or with a stray escape sequence: a few hundredths).
+#: 0.5; a log in Latin-1 or with a stray escape sequence: a few hundredths).
 BINARY_SHARE = 0.3
+#: How much of an unclaimed file that measure reads.
+BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 
@@ -77,15 +79,16 @@ def parse_bytes(
     ``forensics parse`` and ``forensics ingest`` both read every file through here, so a file gives the
     same rows under both. A file no source claims (a command's output, smartd's mail, an application's
     own log) is read by the kernel source: every line is a row, ``other`` unless the kernel source gives
-    it a kind, and its ``files`` row keeps ``source`` null. Two kinds of unclaimed file are only counted
-    (lines and bytes), with ``files.error`` saying why they gave no rows: binary content
-    (:func:`binary_share`), and one larger than :data:`UNCLAIMED_READ_BYTES`.
+    it a kind, and its ``files`` row keeps ``source`` null. Two kinds of unclaimed file have every line
+    counted but not every line kept, ``files.error`` saying so: one larger than :data:`UNCLAIMED_READ_BYTES`
+    (no row), and a binary one (:func:`binary_share`), of which only the rows the kernel source gives a
+    kind are kept (an Xid line after a core dump's bytes).
     """
-    if on_error not in ON_ERROR:
-        raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    check_options(year=year, timezone=timezone, on_error=on_error)
     chosen, confidence = _choose(data, source)
-    if chosen is None and (why := _not_read(data)):
-        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=why)
+    if chosen is None and len(data) > UNCLAIMED_READ_BYTES:
+        note = f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
+        listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=note)
         return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
                                                              size=len(data), confidence=confidence),
                       source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
@@ -99,10 +102,37 @@ def parse_bytes(
         after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
                             on_error=on_error)  # fmt: skip
         result = _joined(result, after, offset=split or 0)
+    if chosen is None and (share := binary_share(data[:BINARY_SAMPLE])) > BINARY_SHARE:
+        result = _known_only(result, share)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
     files = _files_row(result, incident=incident, file=file, source=chosen, size=len(data), confidence=confidence)
     return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence)
+
+
+#: The years ``year=`` may name: a stamp's year, and the one before and after it, must be dates.
+YEARS = (1970, 9998)
+
+
+def check_options(*, year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> None:
+    """An :class:`~forensics.errors.InputError` naming the first option value that makes no sense.
+
+    >>> check_options(timezone="Mars/Base")
+    Traceback (most recent call last):
+    forensics.errors.InputError: timezone 'Mars/Base' is not an IANA time zone name (for example UTC, Europe/Berlin, America/New_York)
+    """
+    if on_error not in ON_ERROR:
+        raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    if year is not None and not YEARS[0] <= year <= YEARS[1]:
+        raise InputError(f"year {year} is out of range: give one from {YEARS[0]} to {YEARS[1]}")
+    if timezone is not None:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(timezone)
+        except (KeyError, ValueError, OSError):  # not found, a malformed name, a folder of zones ("America")
+            raise InputError(f"timezone {timezone!r} is not an IANA time zone name "
+                             "(for example UTC, Europe/Berlin, America/New_York)") from None  # fmt: skip
 
 
 def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
@@ -130,30 +160,35 @@ def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
     )  # fmt: skip
 
 
-def _not_read(data: bytes) -> str | None:
-    """Why an unclaimed file is counted and not read, or None when it is read."""
-    if len(data) > UNCLAIMED_READ_BYTES:
-        return f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
-    share = binary_share(data[:SNIFF_BYTES])
-    if share > BINARY_SHARE:
-        return f"claimed by no source and binary ({share:.0%} of its first bytes are not text): counted, not read"
-    return None
+def _known_only(result: SourceResult, share: float) -> SourceResult:
+    """The rows of a binary file no source claims that have a kind (an Xid line after a core dump's bytes),
+    its lines counted: the rest is the binary's bytes cut at its newlines, not lines anyone wrote."""
+    kinds = result.events.column("kind")
+    keep = pc.invert(pc.is_in(kinds, value_set=pa.array(["other", "unparsed"])))
+    kept = result.events.filter(keep)
+    note = (f"claimed by no source and binary ({share:.0%} of its bytes are not text): lines counted, "
+            f"{kept.num_rows} row(s) with a kind kept")  # fmt: skip
+    return SourceResult(kept, lines=result.lines, records=kept.num_rows, unparsed=0, error=note,
+                        invalid_utf8_lines=0)  # fmt: skip
 
 
-def binary_share(head: bytes) -> float:
-    """The share of ``head``'s bytes that are not text: control bytes other than whitespace and escape,
+def binary_share(data: bytes) -> float:
+    """The share of ``data``'s bytes that are not text: control bytes other than whitespace and escape,
     and bytes of invalid UTF-8. NUL bytes are left out of both counts: a log cut by a crash often holds
     a run of them between its lines (the file system's preallocated blocks).
 
     >>> binary_share(b"[ 1.0] NVRM: ok\\n"), round(binary_share(bytes(range(256))), 2)
     (0.0, 0.6)
     """
-    text = head.replace(b"\0", b"")
+    text = data.replace(b"\0", b"")
     if not text:
         return 0.0
-    decoded = text.decode("utf-8", "replace")
-    bad = sum(1 for c in decoded if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\v\x1b") or c == "\x7f")
-    return bad / len(decoded)
+    control = len(text) - len(text.translate(None, _CONTROL))
+    invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
+    return (control + invalid) / len(text)
+
+
+_CONTROL = bytes([*range(1, 9), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])  # not \t\n\v\f\r or ESC
 
 
 def count_lines(data: bytes) -> int:
@@ -199,8 +234,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
             yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
                              on_error=on_error)  # fmt: skip
             return
-        if on_error not in ON_ERROR:
-            raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+        check_options(year=year, timezone=timezone, on_error=on_error)
         options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
         if chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]

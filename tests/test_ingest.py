@@ -623,7 +623,7 @@ def test_ingest_names_every_problem_and_exits_3_when_an_incident_is_not_read_who
     assert code == 3
     notes = [line for line in err.splitlines() if line.startswith("Note:")]
     assert notes == [
-        "Note: cut: node1/core: claimed by no source and binary (60% of its first bytes are not text): counted, not read",
+        "Note: cut: node1/core: claimed by no source and binary (60% of its bytes are not text): lines counted, 0 row(s) with a kind kept",
         "Note: cut: node1/ibstat.txt: claimed by no source; its 3 line(s) kept as other rows",
     ]
     files = forensics.open_dataset(tmp_path / "ds2").files.collect()

@@ -68,7 +68,17 @@ def test_random_bytes_give_no_rows_and_the_files_row_says_why(tmp_path: Path) ->
     assert parsed.height == ingested.height == 0
     assert row["source"] is None and row["lines"] == data.count(b"\n") + 1 and row["records"] == 0
     assert row["error"].startswith("claimed by no source and binary (") and row["error"].endswith(
-        "of its first bytes are not text): counted, not read")  # fmt: skip
+        "of its bytes are not text): lines counted, 0 row(s) with a kind kept")  # fmt: skip
+
+
+def test_a_binary_file_keeps_the_rows_with_a_kind(tmp_path: Path) -> None:
+    """A core dump's bytes, then a real Xid line (tests/golden/kernel): the Xid is kept, the bytes are not."""
+    xid = next(line for case in sorted((GOLDEN / "kernel").iterdir()) if case.suffix != ".jsonl"
+               for line in case.read_bytes().splitlines(keepends=True) if b"NVRM: Xid" in line)  # fmt: skip
+    data = random.Random(7).randbytes(20_000) + b"\n" + xid
+    parsed, ingested, row = _both(tmp_path, "core", data)
+    assert parsed.equals(ingested) and parsed.get_column("kind").to_list() == ["gpu.xid"]
+    assert row["lines"] == data.count(b"\n") + (not data.endswith(b"\n")) and row["records"] == 1
 
 
 def test_a_log_with_a_run_of_nul_bytes_is_still_read(tmp_path: Path) -> None:

@@ -332,7 +332,7 @@ def to_utc(
         .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
         .dt.convert_time_zone("UTC")
     )  # fmt: skip
-    epoch = pl.from_epoch((stamp.cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64), time_unit="us")
+    epoch = pl.from_epoch((stamp.cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False), time_unit="us")
     ts = (
         pl.when(kind == "iso").then(pl.coalesce(iso_zoned, local))
         .when(kind == "unix").then(epoch.dt.replace_time_zone("UTC"))
