@@ -142,6 +142,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     gp = align.local_times(gp, timezone)  # nvidia-smi's stamps: the machine's local time
     ev = align.date_yearless(ev, year=_int(config.get("year")), timezone=timezone,
                              report_date=align.report_date(report_text), mtimes=mtimes)  # fmt: skip
+    ev = align.date_deltas(ev)
     ev = align.align_uptime(ev)
     ev = align.twin_times(ev)
     ids = align.identities(incident_id, ev, gp, facts)

@@ -736,7 +736,10 @@ def parse_records(
         year = _year_from_stamps(heads)
     # (uptime-only logs, plain dmesg, have no wall-clock time to read)
     ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone)
-    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).pipe(collect, heads.height)
+    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).with_columns(
+        ts=envelope.after_headers(pl.col("ts"), pl.col("delta_s")),
+        ts_from=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_from").forward_fill()),
+    ).pipe(collect, heads.height)  # fmt: skip
     flagged = heads.filter(pl.col("flag")).with_columns(
         text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
         .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
@@ -814,6 +817,8 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
     other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
         .then(pl.struct(template=template, stamp=pl.col("stamp"), **extra).struct.json_encode())
+        .when(pl.col("ts").is_null() & pl.col("delta_s").is_not_null())  # dated by its header under ingest
+        .then(pl.struct(template=template, delta_s=pl.col("delta_s"), **extra).struct.json_encode())
         .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), **extra).struct.json_encode())
     )
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
