@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import output, sources
 from .errors import ForensicsError, InputError
-from .parse import ON_ERROR, Parsed, iter_parse_path
+from .parse import ON_ERROR, Parsed, check_options, iter_parse_path, parse_bytes
 from .stats import BY as STATS_BY
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")
@@ -51,7 +51,7 @@ def main(debug: bool) -> None:
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
 @click.option("--on-error", type=click.Choice(ON_ERROR), default="keep", show_default=True,
               help="keep: unparsed records become rows; warn: also report them; raise: stop at the first.")
-@click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short).")
+@click.option("--year", type=int, help="Year of year-less stamps (syslog, journal short), 1970 to 9998.")
 @click.option("--timezone", help="IANA zone of stamps printed in local time (default: UTC, noted as assumed).")
 @click.option("--incident", default="", help="Incident id to put in the rows.")
 @click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics", "samples"]), default="events",
@@ -59,15 +59,16 @@ def main(debug: bool) -> None:
               "samples: telemetry readings (sensors, GPU series).")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
               year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
-    """Parse log files into event rows.
+    """Parse log files into event rows (FILE `-` reads standard input).
 
     Example: forensics parse dmesg.log --format jsonl -o events.jsonl
     """
     if source != "auto":
         sources.get(source)
+    check_options(year=year, timezone=timezone, on_error=on_error)
     if fmt == "parquet" and out is None:
         raise InputError("--format parquet needs -o FILE")
-    missing = [f for f in files if not Path(f).is_file()]
+    missing = [f for f in files if f != STDIN and not Path(f).is_file()]
     if missing:
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
@@ -77,13 +78,19 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
     with _destination(out, binary=fmt == "parquet") as stream:
         writer = _Writer(fmt, stream, table=table_name)
         for f in files:
-            for parsed in iter_parse_path(f, **options):
+            read = [parse_bytes(sys.stdin.buffer.read(), file="<stdin>", **options)] if f == STDIN \
+                else iter_parse_path(f, **options)  # type: ignore[arg-type]  # fmt: skip
+            for parsed in read:
                 writer.add(parsed)
                 if on_error == "warn":
                     for note in parsed.files.column("error").to_pylist():
                         if note:
                             click.echo(f"Warning: {f}: {note}", err=True)
         writer.close()
+
+
+#: The FILE that stands for standard input.
+STDIN = "-"
 
 
 class _Writer:
@@ -160,7 +167,8 @@ class _Bytes(click.ParamType):
 @click.option("--scheduler", metavar="ADDRESS",
               help="The Dask scheduler (tcp://host:8786); implies --engine dask. Without it, "
                    "--engine dask starts a local cluster of --jobs workers.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress, only the summary.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress and no notes: only the warnings (what could not be read) and the summary.")
 def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_bytes: int,
                max_incident_bytes: int, engine: str | None, scheduler: str | None, quiet: bool) -> None:  # fmt: skip
     """Read incident folders and archives into a Parquet dataset, then print what it holds.
@@ -180,19 +188,52 @@ def ingest_cmd(paths: tuple[str, ...], out: Path, jobs: int | None, max_file_byt
                     progress=bar, engine=engine or ("dask" if scheduler else "processes"), scheduler=scheduler)
     if bar is not None:
         bar.close()
-    for d in report.done:
-        if d.status == "failed":
-            click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
-    for p in report.skipped:
-        click.echo(f"Note: {p}: not an incident (a loose file beside incidents); skipped", err=True)
-    if report.index_error:
-        click.echo(f"Warning: {report.dataset}: the signals index was not refreshed ({report.index_error}); "
-                   "diagnosis reads every incident's events instead", err=True)  # fmt: skip
+    _tell_ingest(report, quiet=quiet)
     counts = ", ".join(f"{report.count(s)} {s}" for s in ("added", "replaced", "unchanged", "failed"))
     click.echo(f"{report.dataset}: {counts}")
     click.echo(output.dataset_text(open_dataset(out)), nl=False)
-    if report.count("failed"):
-        raise SystemExit(1)
+    broken = [d for d in report.done if not d.whole]
+    if broken:
+        click.echo(f"Error: {len(broken)} of {len(report.done)} incident(s) not read whole (named above); "
+                   f"what could be read is stored", err=True)  # fmt: skip
+        raise SystemExit(NOT_WHOLE)
+
+
+#: ``forensics ingest``'s exit status when an incident could not be read whole (README "Exit status").
+NOT_WHOLE = 3
+
+
+def _tell_ingest(report: Any, *, quiet: bool) -> None:
+    """Name on stderr every incident and file that was not read whole (``Warning:``), every empty
+    incident, and, unless ``quiet``, each file no source claimed and each other note (``Note:``)."""
+    from .ingest.archive import is_loss
+
+    def note(text: str) -> None:
+        if not quiet:
+            click.echo(f"Note: {text}", err=True)
+
+    for d in sorted(report.done, key=lambda d: d.id):
+        if d.status == "failed":
+            click.echo(f"Warning: {d.path}: not ingested: {d.error}", err=True)
+        for file, why in d.problems:
+            where = f"{d.id}: {file or '(the archive)'}"
+            if is_loss(why):
+                click.echo(f"Warning: {where}: not read whole: {why}", err=True)
+            else:
+                note(f"{where}: {why}")
+        for file, lines in d.unclaimed:
+            note(f"{d.id}: {file}: claimed by no source; its {lines:,} line(s) kept as other rows")
+        if d.empty:
+            what = "it holds no file" if d.files == 0 else f"its {d.files} file(s) gave no row"
+            click.echo(f"Warning: {d.id}: empty incident: {what}", err=True)
+    for skipped in report.skipped:
+        if skipped.doc:
+            note(f"{skipped.path}: {skipped.why}")
+        else:
+            click.echo(f"Warning: {skipped.path}: {skipped.why}", err=True)
+    if report.index_error:
+        click.echo(f"Warning: {report.dataset}: the signals index was not refreshed ({report.index_error}); "
+                   "diagnosis reads every incident's events instead", err=True)  # fmt: skip
 
 
 @main.command("synth")
@@ -314,17 +355,22 @@ def eval_cmd(path: Path, fmt: str, rules: tuple[str, ...]) -> None:
 
 
 class _Duration(click.ParamType):
-    """A duration (``30s``, ``10m``, ``2h``) as a timedelta: the API's window convention."""
+    """A positive duration no longer than ten years (``30s``, ``10m``, ``2h``) as a timedelta: the API's window
+    convention."""
 
     name = "duration"
+    LONGEST_US = 3650 * 86400 * 10**6
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
         from .mine.language import duration_us
 
         try:
-            return value if isinstance(value, timedelta) else timedelta(microseconds=duration_us(str(value)))
+            us = value // timedelta(microseconds=1) if isinstance(value, timedelta) else duration_us(str(value))
         except ValueError:
             self.fail(f"{value!r} is not a duration such as 30s, 10m, 2h", param, ctx)
+        if not 0 < us <= self.LONGEST_US:
+            self.fail(f"{value!r} is not a duration above 0 and up to 3650d", param, ctx)
+        return timedelta(microseconds=us)
 
 
 def _kinds(text: str | None) -> list[str] | None:
@@ -515,6 +561,9 @@ def _destination(out: Path | None, *, binary: bool) -> Iterator[IO[Any]]:
     if not out.parent.is_dir():
         raise InputError(f"{out.parent}: no such directory")
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    umask = os.umask(0o022)  # read (and put back): the mode a file made with open() would get
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600
     try:
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8", newline=None if binary else "") as f:
             yield f

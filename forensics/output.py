@@ -97,8 +97,12 @@ def table_text(events: pa.Table) -> str:
     df = _frame(events)
     if df.height == 0:
         return "(no events)\n"
+    files = df.get_column("file").unique()
+    # a file's name alone, unless two files share it (a/job.log, b/job.log): then the paths as given
+    name = pl.col("file").str.split("/").list.last()
+    where = name if files.str.split("/").list.last().n_unique() == files.len() else pl.col("file")
     view = df.select(
-        pl.concat_str(pl.col("file").str.split("/").list.last(), pl.lit(":"), pl.col("line").cast(pl.String)).alias("where"),
+        pl.concat_str(where, pl.lit(":"), pl.col("line").cast(pl.String)).alias("where"),
         pl.coalesce(
             pl.col("ts").dt.strftime("%Y-%m-%d %H:%M:%S"),
             pl.col("uptime_s").map_batches(lambda s: s.round(6).cast(pl.String) + "s", return_dtype=pl.String),

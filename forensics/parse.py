@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import messages, sources
+from . import sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS, SAMPLES
 from .sources import joblog, journal, nvsmi
@@ -26,6 +25,11 @@ ON_ERROR = ("keep", "warn", "raise")
 #: A file no source claims is read for the lines worth keeping up to this size (a binary or a dump beyond
 #: it is only counted: reading it as kernel lines would cost memory for nothing).
 UNCLAIMED_READ_BYTES = 64 << 20
+#: An unclaimed file whose first bytes are more than this share not text is binary (random bytes: about
+#: 0.5; a log in Latin-1 or with a stray escape sequence: a few hundredths).
+BINARY_SHARE = 0.3
+#: How much of an unclaimed file that measure reads.
+BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 
@@ -70,34 +74,24 @@ def parse_bytes(
     year: int | None = None,
     timezone: str | None = None,
     on_error: str = "keep",
-    unclaimed: str = "other",
 ) -> Parsed:
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
 
-    A file no source claims is read as ``other`` rows (``unclaimed="other"``, what ``forensics parse``
-    does) or, with ``unclaimed="list"`` (what ingest does with the configuration files and command
-    outputs of an archive), keeps only the rows that say something: those the kernel source gives a
-    kind, those a message catalog reads (:mod:`forensics.messages`: smartd's mail, ``hpasmcli``'s
-    failed power supply, a container runtime's error) and those with words of trouble; its ``files`` row
-    keeps ``source`` null and counts every line. One larger than :data:`UNCLAIMED_READ_BYTES` is only
-    counted, and its ``files.error`` says so.
+    ``forensics parse`` and ``forensics ingest`` both read every file through here, so a file gives the
+    same rows under both. A file no source claims (a command's output, smartd's mail, an application's
+    own log) is read by the kernel source: every line is a row, ``other`` unless the kernel source gives
+    it a kind, and its ``files`` row keeps ``source`` null. Two kinds of unclaimed file have every line
+    counted but not every line kept, ``files.error`` saying so: one larger than :data:`UNCLAIMED_READ_BYTES`
+    (no row), and a binary one (:func:`binary_share`), of which only the rows the kernel source gives a
+    kind are kept (an Xid line after a core dump's bytes).
     """
-    if on_error not in ON_ERROR:
-        raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    check_options(year=year, timezone=timezone, on_error=on_error)
     chosen, confidence = _choose(data, source)
-    if chosen is None and unclaimed == "list" and len(data) > UNCLAIMED_READ_BYTES:
+    if chosen is None and len(data) > UNCLAIMED_READ_BYTES:
         note = f"claimed by no source and larger than {UNCLAIMED_READ_BYTES >> 20} MiB: lines counted, not read"
         listed = SourceResult(events_table([]), lines=count_lines(data), records=0, unparsed=0, error=note)
         return Parsed(events=listed.events, files=_files_row(listed, incident=incident, file=file, source=None,
                                                              size=len(data), confidence=confidence),
-                      source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
-    if chosen is None and unclaimed == "list":
-        result = sources.get("kernel").parse(data, file=file, incident=incident, host=host, year=year,
-                                             timezone=timezone, on_error=on_error)  # fmt: skip
-        kept = _said(result.events)
-        listed = SourceResult(kept, lines=result.lines, records=kept.num_rows, unparsed=0, error=result.error)
-        return Parsed(events=kept, files=_files_row(listed, incident=incident, file=file, source=None,
-                                                     size=len(data), confidence=confidence),
                       source=None, gpus=GPUS.empty_table(), confidence=confidence)  # fmt: skip
     module = sources.get(chosen or "kernel")
     split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
@@ -107,14 +101,41 @@ def parse_bytes(
     )
     if rest.strip():  # a file is read by every family whose records it holds: the output after the dump
         after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                            on_error=on_error, unclaimed=unclaimed)  # fmt: skip
+                            on_error=on_error)  # fmt: skip
         result = _joined(result, after, offset=split or 0)
+    if chosen is None and (share := binary_share(data[:BINARY_SAMPLE])) > BINARY_SHARE:
+        result = _known_only(result, share)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
     samples = result.samples if result.samples is not None else SAMPLES.empty_table()
     files = _files_row(result, incident=incident, file=file, source=chosen, size=len(data), confidence=confidence)
     return Parsed(events=result.events, files=files, source=chosen, gpus=gpus, metrics=metrics, confidence=confidence,
                   samples=samples)
+
+
+#: The years ``year=`` may name: a stamp's year, and the one before and after it, must be dates.
+YEARS = (1970, 9998)
+
+
+def check_options(*, year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> None:
+    """An :class:`~forensics.errors.InputError` naming the first option value that makes no sense.
+
+    >>> check_options(timezone="Mars/Base")
+    Traceback (most recent call last):
+    forensics.errors.InputError: timezone 'Mars/Base' is not an IANA time zone name (for example UTC, Europe/Berlin, America/New_York)
+    """
+    if on_error not in ON_ERROR:
+        raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+    if year is not None and not YEARS[0] <= year <= YEARS[1]:
+        raise InputError(f"year {year} is out of range: give one from {YEARS[0]} to {YEARS[1]}")
+    if timezone is not None:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(timezone)
+        except (KeyError, ValueError, OSError):  # not found, a malformed name, a folder of zones ("America")
+            raise InputError(f"timezone {timezone!r} is not an IANA time zone name "
+                             "(for example UTC, Europe/Berlin, America/New_York)") from None  # fmt: skip
 
 
 def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
@@ -143,18 +164,35 @@ def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
     )  # fmt: skip
 
 
-def _said(events: pa.Table) -> pa.Table:
-    """The rows of an unclaimed file worth keeping: a kind of their own, a catalog's reading, or words of
-    trouble (:data:`forensics.messages.TROUBLE`)."""
-    if events.num_rows == 0:
-        return events
-    frame = pl.from_arrow(events)
-    read = messages.frame(messages.load(), frame.get_column("message")).get_column("i")
-    keep = frame.with_row_index("_i").filter(
-        ~pl.col("kind").is_in(["other", "unparsed"]) | pl.col("_i").is_in(read.implode())
-        | pl.col("message").str.contains(messages.TROUBLE)
-    )  # fmt: skip
-    return keep.drop("_i").to_arrow().cast(events.schema)
+def _known_only(result: SourceResult, share: float) -> SourceResult:
+    """The rows of a binary file no source claims that have a kind (an Xid line after a core dump's bytes),
+    its lines counted: the rest is the binary's bytes cut at its newlines, not lines anyone wrote."""
+    kinds = result.events.column("kind")
+    keep = pc.invert(pc.is_in(kinds, value_set=pa.array(["other", "unparsed"])))
+    kept = result.events.filter(keep)
+    note = (f"claimed by no source and binary ({share:.0%} of its bytes are not text): lines counted, "
+            f"{kept.num_rows} row(s) with a kind kept")  # fmt: skip
+    return SourceResult(kept, lines=result.lines, records=kept.num_rows, unparsed=0, error=note,
+                        invalid_utf8_lines=0)  # fmt: skip
+
+
+def binary_share(data: bytes) -> float:
+    """The share of ``data``'s bytes that are not text: control bytes other than whitespace and escape,
+    and bytes of invalid UTF-8. NUL bytes are left out of both counts: a log cut by a crash often holds
+    a run of them between its lines (the file system's preallocated blocks).
+
+    >>> binary_share(b"[ 1.0] NVRM: ok\\n"), round(binary_share(bytes(range(256))), 2)
+    (0.0, 0.6)
+    """
+    text = data.replace(b"\0", b"")
+    if not text:
+        return 0.0
+    control = len(text) - len(text.translate(None, _CONTROL))
+    invalid = text.decode("utf-8", "replace").count("\ufffd") - text.count("\ufffd".encode())
+    return (control + invalid) / len(text)
+
+
+_CONTROL = bytes([*range(1, 9), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])  # not \t\n\v\f\r or ESC
 
 
 def count_lines(data: bytes) -> int:
@@ -200,8 +238,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
             yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
                              on_error=on_error)  # fmt: skip
             return
-        if on_error not in ON_ERROR:
-            raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
+        check_options(year=year, timezone=timezone, on_error=on_error)
         options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
         if chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]

@@ -149,3 +149,74 @@ def test_every_command_is_in_the_readme() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text("utf-8")
     for name in main.commands:
         assert f"forensics {name}" in readme, name
+
+
+# -- issue 32: the command line's input points -------------------------------------------------------
+
+
+USAGE_ERROR = 2  # click's status for a value its option type refuses
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "error"),
+    [
+        (["parse", "{xid}", "--timezone", "Mars/Base"], 1,
+         "Error: timezone 'Mars/Base' is not an IANA time zone name (for example UTC, Europe/Berlin, America/New_York)"),
+        (["parse", "{xid}", "--timezone", "America"], 1,
+         "Error: timezone 'America' is not an IANA time zone name (for example UTC, Europe/Berlin, America/New_York)"),
+        (["parse", "{xid}", "--timezone", ""], 1,
+         "Error: timezone '' is not an IANA time zone name (for example UTC, Europe/Berlin, America/New_York)"),
+        (["parse", "{xid}", "--year", "0"], 1, "Error: year 0 is out of range: give one from 1970 to 9998"),
+        (["parse", "{xid}", "--year", "99999"], 1, "Error: year 99999 is out of range: give one from 1970 to 9998"),
+        (["parse", "{xid}", "--year", "soon"], USAGE_ERROR, "Error: Invalid value for '--year': 'soon' is not a valid integer."),
+        (["parse", "{xid}", "--format", "xml"], USAGE_ERROR,
+         "Error: Invalid value for '--format': 'xml' is not one of 'table', 'summary', 'jsonl', 'csv', 'parquet'."),
+        (["parse", "{xid}", "--source", "kernl"], 1, "Error: Unknown source 'kernl'. Did you mean 'kernel'?"),
+        (["ingest", "{xid}", "-o", "{tmp}/ds", "-j", "0"], USAGE_ERROR,
+         "Error: Invalid value for '--jobs' / '-j': 0 is not in the range x>=1."),
+        (["ingest", "{xid}", "-o", "{tmp}/ds", "--max-file-bytes", "0"], USAGE_ERROR,
+         "Error: Invalid value for '--max-file-bytes': '0' is not a byte count such as 512M or 2G"),
+        (["mine", "{tmp}", "--target", "gpu.xid", "--window", "0s"], USAGE_ERROR,
+         "Error: Invalid value for '--window': '0s' is not a duration above 0 and up to 3650d"),
+        (["timeline", "{tmp}", "--window", "99999999999h"], USAGE_ERROR,
+         "Error: Invalid value for '--window': '99999999999h' is not a duration above 0 and up to 3650d"),
+    ],
+)
+def test_a_bad_option_value_is_one_error_line(logs: dict[str, Path], tmp_path: Path, args: list[str], code: int,
+                                              error: str) -> None:  # fmt: skip
+    got, out, err = run(*(a.format(xid=logs["xid"], tmp=tmp_path) for a in args))
+    assert (got, out) == (code, "")
+    assert [line for line in err.splitlines() if line.startswith("Error")] == [error]
+    assert "Traceback" not in err
+
+
+def test_dash_reads_standard_input(logs: dict[str, Path]) -> None:
+    result = CliRunner().invoke(main, ["parse", "-", "--format", "jsonl"], input=NVME)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 0 and [(r["file"], r["line"], r["kind"]) for r in rows] == [
+        ("<stdin>", 1, "disk.nvme"), ("<stdin>", 2, "other")]
+    result = CliRunner().invoke(main, ["parse", "-", str(logs["xid"])], input=NVME)
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["WHERE", "<stdin>:1", "<stdin>:2", "xid.log:1"]
+
+
+def test_files_of_one_name_are_told_apart(tmp_path: Path) -> None:
+    for host in ("node1", "node2"):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "job.log").write_text(NVME)
+    code, out, _ = run("parse", str(tmp_path / "node1" / "job.log"), str(tmp_path / "node2" / "job.log"))
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == [
+        "WHERE", f"{tmp_path}/node1/job.log:1", f"{tmp_path}/node1/job.log:2",
+        f"{tmp_path}/node2/job.log:1", f"{tmp_path}/node2/job.log:2"]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_an_output_file_gets_the_umasks_mode(logs: dict[str, Path], tmp_path: Path, fmt: str) -> None:
+    import os
+
+    saved = os.umask(0o027)
+    try:
+        code, _, _ = run("parse", str(logs["xid"]), "--format", fmt, "-o", str(tmp_path / f"x.{fmt}"))
+    finally:
+        os.umask(saved)
+    assert code == 0 and (tmp_path / f"x.{fmt}").stat().st_mode & 0o777 == 0o640

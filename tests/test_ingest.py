@@ -108,7 +108,7 @@ def _xz(data: bytes) -> bytes:
 
 def test_every_packaging_into_one_dataset(mixed: Path, tmp_path: Path) -> None:
     report = forensics.ingest([mixed], tmp_path / "ds", jobs=1)
-    assert [d.status for d in report.done] == ["added"] * 6 and report.skipped == []
+    assert [d.status for d in report.done] == ["added"] * 6 and [s.doc for s in report.skipped] == [True]
     ds = forensics.open_dataset(tmp_path / "ds")
     files = ds.files.collect().sort("incident", "file")
     assert files.select("incident", "file", "source", "host").rows() == [
@@ -561,3 +561,100 @@ def test_samples_get_the_incidents_zone_and_gpus() -> None:
                               index_sources=frozenset({"local"}))  # fmt: skip
     assert out["gpu"].to_list() == ["0000:3b:00.0", "0000:3b:00.0", None, None, "0000:5e:00.0"]
     assert [t.hour for t in out["ts"]] == [11, 11, 12, 11, 11]
+
+
+# -- issue 32: nothing skipped or lost in silence --------------------------------------------------------
+
+XID = "[ 1851.308145] NVRM: Xid (PCI:0000:3b:00): 79, pid=2345, name=python, GPU has fallen off the bus.\n"
+
+
+def test_a_folder_of_symbolic_links_to_incidents_reads_every_one(tmp_path: Path) -> None:
+    """20 links to incident folders: every one read; a loop, a second link and a broken one are named."""
+    real, links = tmp_path / "real", tmp_path / "links"
+    links.mkdir()
+    for i in range(20):
+        (real / f"job-{i:02}" / "node1").mkdir(parents=True)
+        (real / f"job-{i:02}" / "node1" / "dmesg").write_text(XID)
+        (links / f"job-{i:02}").symlink_to(real / f"job-{i:02}", target_is_directory=True)
+    (links / "job-03-again").symlink_to(real / "job-03", target_is_directory=True)
+    (links / "loop").symlink_to(links, target_is_directory=True)
+    (links / "gone").symlink_to(tmp_path / "nowhere")
+    report = forensics.ingest([links], tmp_path / "ds", jobs=1)
+    assert sorted(d.id for d in report.done if d.status == "added") == [f"job-{i:02}" for i in range(20)]
+    assert {s.path.name: s.why for s in report.skipped} == {
+        "job-03-again": f"a symbolic link to {real / 'job-03'}, a folder read already; skipped",
+        "loop": f"a symbolic link to {links}, a folder read already; skipped",
+        "gone": f"a broken symbolic link to {str(tmp_path / 'nowhere')!r}; skipped",
+    }
+    assert forensics.open_dataset(tmp_path / "ds").events.collect().height == 20
+
+
+def test_links_inside_an_incident_are_followed_once_and_named_otherwise(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    (inc / "node1" / "logs").mkdir(parents=True)
+    (inc / "incident.toml").write_text('id = "inc"\n')
+    (inc / "node1" / "logs" / "dmesg").write_text(XID)
+    (inc / "node2").symlink_to(inc / "node1", target_is_directory=True)  # a second name for one folder
+    (inc / "node1" / "logs" / "up").symlink_to(inc, target_is_directory=True)  # a loop
+    (inc / "node1" / "kern.log").symlink_to(inc / "node1" / "logs" / "dmesg")
+    (inc / "node1" / "outside").symlink_to(tmp_path, target_is_directory=True)
+    (inc / "node1" / "gone").symlink_to(tmp_path / "nowhere")
+    forensics.ingest([inc], tmp_path / "ds", jobs=1)
+    files = forensics.open_dataset(tmp_path / "ds").files.collect().sort("file")
+    assert dict(files.select("file", "error").iter_rows()) == {
+        "node1/gone": f"broken symbolic link to {str(tmp_path / 'nowhere')!r}; not followed",
+        "node1/kern.log": None,
+        "node1/logs/dmesg": None,
+        "node1/logs/up": f"symbolic link to {str(inc)!r}, a folder read already; not followed",
+        "node1/outside": f"symbolic link to {str(tmp_path)!r} outside the incident; not followed",
+        "node2": f"symbolic link to {str(inc / 'node1')!r}, a folder read already; not followed",
+    }
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, args)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_ingest_names_every_problem_and_exits_3_when_an_incident_is_not_read_whole(tmp_path: Path) -> None:
+    root = tmp_path / "incidents"
+    (root / "cut" / "node1").mkdir(parents=True)
+    (root / "cut" / "node1" / "dmesg").write_text(XID)
+    whole = gzip.compress("".join(f"[{i:6}.000000] usb {i}-1: new device\n" for i in range(5000)).encode())
+    (root / "cut" / "node1" / "kern.log.gz").write_bytes(whole[: len(whole) // 2])
+    (root / "cut" / "node1" / "uname.txt").write_text("Linux node1 5.15.0-91-generic #101-Ubuntu SMP x86_64\nnode1\nup 3 days\n")
+    (root / "cut" / "node1" / "core").write_bytes(bytes(range(256)) * 64)
+    (root / "empty" / "node1").mkdir(parents=True)
+    (root / "empty" / "node1" / "blank.log").write_text("")
+    (root / "nothing").mkdir()
+    (root / "README.md").write_text("notes\n")
+    ds = tmp_path / "ds"
+    code, out, err = _cli(["ingest", str(root), "-o", str(ds), "--quiet"])
+    assert code == 3
+    assert out.splitlines()[0] == f"{ds}: 3 added, 0 replaced, 0 unchanged, 0 failed"
+    assert err.splitlines() == [
+        "Warning: cut: node1/kern.log.gz: not read whole: truncated or corrupt stream after 66,048 bytes: "
+        "Compressed file ended before the end-of-stream marker was reached",
+        "Warning: empty: empty incident: its 1 file(s) gave no row",
+        "Warning: nothing: empty incident: it holds no file",
+        "Error: 1 of 3 incident(s) not read whole (named above); what could be read is stored",
+    ]
+    code, out, err = _cli(["ingest", str(root / "cut"), "-o", str(tmp_path / "ds2")])
+    assert code == 3
+    notes = [line for line in err.splitlines() if line.startswith("Note:")]
+    assert notes == [
+        "Note: cut: node1/core: claimed by no source and binary (60% of its bytes are not text): lines counted, 0 row(s) with a kind kept",
+        "Note: cut: node1/uname.txt: claimed by no source; its 3 line(s) kept as other rows",
+    ]
+    files = forensics.open_dataset(tmp_path / "ds2").files.collect()
+    assert files.filter(pl.col("file") == "node1/kern.log.gz").get_column("error").to_list() == [
+        "truncated or corrupt stream after 66,048 bytes: Compressed file ended before the end-of-stream marker was reached"]
+
+
+def test_ingest_of_whole_incidents_exits_0_even_with_unclaimed_files(tmp_path: Path) -> None:
+    inc = tmp_path / "inc" / "node1"
+    inc.mkdir(parents=True)
+    (inc / "dmesg").write_text(XID)
+    (inc / "ibstat.txt").write_text("CA 'mlx5_0'\n")
+    code, out, err = _cli(["ingest", str(inc.parent), "-o", str(tmp_path / "ds"), "-q"])
+    assert (code, err) == (0, "")

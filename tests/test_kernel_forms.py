@@ -263,3 +263,48 @@ def test_the_stamped_fast_path_reads_every_line_as_the_whole_envelope_does(tmp_p
     )
     fast = envelope._envelope_frame(lines)
     assert fast.equals(whole)
+
+
+# -- issue 32: clocks of pasted forms ----------------------------------------------------------------
+
+# The delta lines are the first four of tests/golden/kernel/dmesg-reltime-aer-fatal-cmplto-nvidia-no-callback-01.log
+# (real, `dmesg -H`'s `[  +0.000844]` form); the `[May19 19:57]` header above them is SYNTHETIC, written in
+# the form util-linux's dmesg prints when the minute changes (`%b%d %H:%M`).
+_RELTIME = Path(__file__).parent / "golden" / "kernel" / "dmesg-reltime-aer-fatal-cmplto-nvidia-no-callback-01.log"
+
+
+def test_dmesg_h_deltas_are_dated_after_their_header(tmp_path: Path) -> None:
+    import polars as pl
+
+    import forensics
+
+    deltas = b"".join(_RELTIME.read_bytes().splitlines(keepends=True)[:4])
+    data = b"[May19 19:57] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0\n" + deltas
+    rows = pl.from_arrow(forensics.parse_bytes(data, file="dmesg", year=2024).events)
+    assert [str(t) for t in rows.get_column("ts")] == [
+        "2024-05-19 19:57:00+00:00", "2024-05-19 19:57:00.000844+00:00", "2024-05-19 19:57:00.000845+00:00",
+        "2024-05-19 19:57:00.000853+00:00", "2024-05-19 19:57:00.000854+00:00"]  # fmt: skip
+    # without a year the header has no date, nor the deltas; ingest gives them the incident's year
+    assert forensics.parse_bytes(data, file="dmesg").events.column("ts").null_count == 5
+    (tmp_path / "inc" / "node1").mkdir(parents=True)
+    (tmp_path / "inc" / "incident.toml").write_text("year = 2024\n")
+    (tmp_path / "inc" / "node1" / "dmesg").write_bytes(data)
+    forensics.ingest([tmp_path / "inc"], tmp_path / "ds", jobs=1)
+    ingested = forensics.open_dataset(tmp_path / "ds").events.sort("line").collect()
+    assert ingested.get_column("ts").to_list() == rows.get_column("ts").to_list()
+
+
+def test_a_paste_that_lost_its_first_bracket_keeps_the_uptime() -> None:
+    """The first line of a real Xid (tests/golden/kernel) pasted without its `[`."""
+    import re
+
+    import forensics
+
+    line = next(
+        raw for case in sorted((Path(__file__).parent / "golden" / "kernel").glob("*.log"))
+        for raw in case.read_bytes().splitlines(keepends=True) if re.match(rb"\[ *\d+\.\d{6}\] NVRM: Xid \(PCI:", raw)
+    )  # fmt: skip
+    uptime = float(line[1 : line.index(b"]")])
+    rows = forensics.parse_bytes(line[1:], file="paste").events.to_pylist()
+    assert [(r["kind"], r["uptime_s"], r["message"]) for r in rows] == [
+        ("gpu.xid", uptime, line[line.index(b"]") + 2 :].decode().rstrip("\n"))]

@@ -191,7 +191,7 @@ def test_a_warning_that_names_the_driver_is_the_cause(tmp_path: Path) -> None:
 def test_an_unclaimed_file_is_read_by_the_catalogs(tmp_path: Path) -> None:
     """smartd's mail belongs to no source; its failure line is still the evidence (storage-osm-232)."""
     mail = ROOT / "corpus/storage-osm-232-urmel-smartd-impending-failure/urmel/smartd-mail.txt"
-    kept = parse_bytes(mail.read_bytes(), file="m", unclaimed="list")
+    kept = parse_bytes(mail.read_bytes(), file="m")
     assert kept.source is None and kept.files.column("lines")[0].as_py() == mail.read_bytes().count(b"\n")
     assert any("SMART Failure" in m for m in kept.events.column("message").to_pylist())
     d = _diagnose_files(tmp_path, {"urmel/smartd-mail.txt": mail})
@@ -234,9 +234,9 @@ def test_an_unclaimed_file_too_large_to_read_is_counted_and_said(monkeypatch: py
     import forensics.parse
 
     mail = (ROOT / "corpus/storage-osm-232-urmel-smartd-impending-failure/urmel/smartd-mail.txt").read_bytes()
-    assert parse_bytes(mail, file="m", unclaimed="list").events.num_rows > 0
+    assert parse_bytes(mail, file="m").events.num_rows > 0
     monkeypatch.setattr(forensics.parse, "UNCLAIMED_READ_BYTES", 100)
-    big = parse_bytes(mail, file="m", unclaimed="list")
+    big = parse_bytes(mail, file="m")
     row = big.files.to_pylist()[0]
     assert big.events.num_rows == 0 and row["lines"] == mail.count(b"\n") and "not read" in row["error"]
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +76,10 @@ def test_binary_and_invalid_utf8() -> None:
     rows = parsed.events.to_pylist()
     assert rows and rows[-1]["kind"] == "gpu.xid" and "\\xff\\xfe" in rows[-1]["message"]
     files = parsed.files.to_pylist()[0]
-    assert files["bytes"] == len(data) and files["lines"] == 42 and "not valid UTF-8" in files["error"]
+    assert files["bytes"] == len(data) and files["lines"] == 42 and files["error"] == (
+        "claimed by no source and binary (60% of its bytes are not text): lines counted, 1 row(s) with a kind kept")
+    text = b"[ 1.0] caf\xe9 au lait\n[ 2.0] NVRM: Xid (PCI:0000:3b:00): 79, \xff\xfe fallen off\n"  # Latin-1: text
+    assert parse_bytes(text, file="t.log").files.column("error")[0].as_py() == "2 line(s) not valid UTF-8, kept with \\x escapes"
 
 
 def test_fifty_megabyte_line() -> None:
@@ -84,3 +89,76 @@ def test_fifty_megabyte_line() -> None:
     assert [r["kind"] for r in rows] == ["other", "gpu.xid"]
     assert len(rows[0]["message"]) == 50 * 1024 * 1024
     assert len(json.loads(rows[0]["detail"])["template"]) <= base.TEMPLATE_CHARS
+
+
+# -- the real samples, mutated (issue 32: a mutated CUDA OOM line, `73.952.19 MiB free`, raised) ---------
+
+from forensics.parse import count_lines  # noqa: E402
+from forensics.sources import SOURCES  # noqa: E402
+
+REAL = {name: golden_cases(name) for name in SOURCES}
+#: What a number in a log may become when a paste, a terminal or a disk garbles it.
+NUMBER_FORMS = [b"{n}.{n}", b"{n}.", b".{n}", b"{n},{n}", b"-{n}", b"{n}e999", b"9" * 5000, b"0x", b"", b"\xd9\xa3{n}",
+                b"{n}" * 40, b"nan", b"-0", b"{n}:{n}"]  # fmt: skip
+
+
+def _mutated(data: bytes, draw: st.DrawFn) -> bytes:
+    """``data`` after one to five garblings: a flipped bit, a digit swapped for punctuation, a number
+    rewritten, a cut, a line repeated."""
+    for op in draw(st.lists(st.sampled_from(["flip", "digit", "number", "cut", "repeat"]), min_size=1, max_size=5)):
+        if not data:
+            break
+        if op == "flip":
+            i = draw(st.integers(0, len(data) - 1))
+            data = data[:i] + bytes([data[i] ^ (1 << draw(st.integers(0, 7)))]) + data[i + 1 :]
+        elif op == "cut":
+            data = data[: draw(st.integers(0, len(data)))]
+        elif op == "repeat":
+            lines = data.splitlines(keepends=True)
+            i = draw(st.integers(0, len(lines) - 1))
+            data = b"".join(lines[: i + 1] + [lines[i]] * draw(st.integers(1, 3)) + lines[i + 1 :])
+        else:
+            spans = [m.span() for m in re.finditer(rb"\d+" if op == "number" else rb"\d", data)]
+            if not spans:
+                continue
+            start, end = draw(st.sampled_from(spans[:2000]))
+            if op == "digit":
+                new = draw(st.sampled_from([b".", b",", b"-", b":", b"/", b" ", b"x", b"e", b"\0"]))
+            else:
+                new = draw(st.sampled_from(NUMBER_FORMS)).replace(b"{n}", data[start:end])
+            data = data[:start] + new + data[end:]
+    return data
+
+
+def _check_total(data: bytes, source: str) -> None:
+    """``parse`` of ``data`` (by sniffing, and read as ``source``) gives rows of the schema and counts
+    every line."""
+    for name in ("auto", source):
+        parsed = parse_bytes(data, file="mutated", source=name)
+        assert parsed.files.column("lines")[0].as_py() == count_lines(data)
+        assert set(parsed.events.column("kind").to_pylist()) <= forensics.KINDS
+        for detail in parsed.events.column("detail").to_pylist():
+            json.loads(detail)
+
+
+@pytest.mark.parametrize("source", sorted(REAL))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_mutated_real_samples(source: str, data: st.DataObject) -> None:
+    sample = data.draw(st.sampled_from(REAL[source]), label="sample")
+    text = sample.read_bytes()[:8000]
+    _check_total(data.draw(st.builds(lambda: None).flatmap(lambda _: st.composite(
+        lambda draw: _mutated(text, draw))())), source)  # fmt: skip
+
+
+@pytest.mark.parametrize("source", sorted(REAL))
+def test_every_real_number_garbled(source: str) -> None:
+    """Every number of eight real samples of ``source`` written the ways a paste garbles it, in turn."""
+    samples = REAL[source][:: max(1, len(REAL[source]) // 8)]
+    for sample in samples:
+        text = sample.read_bytes()[:4000]
+        for form in (b"{n}.{n}.19", b"9" * 30, b"{n}e999", b"\xd9\xa3{n}"):
+            _check_total(re.sub(rb"\d+(?:\.\d+)?", lambda m: form.replace(b"{n}", m[0]), text), source)
+        first = re.search(rb"\d+", text)
+        if first:  # one number of 5,000 digits (int() refuses more than 4,300)
+            _check_total(text[: first.start()] + b"9" * 5000 + text[first.end() :], source)

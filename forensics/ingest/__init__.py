@@ -31,8 +31,9 @@ import pyarrow as pa
 from .._modules import make_callable
 from ..errors import InputError
 from ..store import Dataset, Record, incident_key
+from . import archive
 from .archive import Limits
-from .discover import IncidentRef, find_incidents
+from .discover import IncidentRef, Skipped, find_incidents, walk_files
 from .incident import IncidentTables, digest, read_incident
 
 __all__ = ["ENGINES", "Done", "IngestReport", "fingerprint", "ingest", "ingest_one"]
@@ -43,16 +44,33 @@ ENGINES = ("processes", "dask")
 
 @dataclass
 class Done:
-    """What happened to one incident: ``added``, ``replaced``, ``unchanged`` or ``failed``."""
+    """What happened to one incident: ``added``, ``replaced``, ``unchanged`` or ``failed``; and, for one
+    that was read, each file with a problem (``(file, why)``, as in ``files.error``) and each file no
+    source claimed (``(file, lines)``)."""
 
     id: str
     path: str
     status: str
     files: int = 0
     events: int = 0
+    gpus: int = 0
+    metrics: int = 0
     bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    unclaimed: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def whole(self) -> bool:
+        """False when some bytes of the incident could not be read (a truncated or corrupt archive, an
+        unreadable file, a cap reached) or the incident failed."""
+        return self.status != "failed" and not any(archive.is_loss(why) for _, why in self.problems)
+
+    @property
+    def empty(self) -> bool:
+        """True for an incident that was read and gave no row at all (no file, or none with a row)."""
+        return self.status in ("added", "replaced") and self.events + self.gpus + self.metrics == 0
 
 
 @dataclass
@@ -61,7 +79,7 @@ class IngestReport:
 
     dataset: Path
     done: list[Done] = field(default_factory=list)
-    skipped: list[Path] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     cleaned: int = 0
     #: What the refresh of the signals index did (:func:`forensics.mine.signals.refresh`), or why it failed.
     index: dict | None = None
@@ -69,6 +87,11 @@ class IngestReport:
 
     def count(self, status: str) -> int:
         return sum(1 for d in self.done if d.status == status)
+
+    @property
+    def whole(self) -> bool:
+        """Whether every incident of this run was read whole (:attr:`Done.whole`)."""
+        return all(d.whole for d in self.done)
 
 
 def fingerprint(path: Path) -> str:
@@ -79,15 +102,12 @@ def fingerprint(path: Path) -> str:
     import hashlib
 
     h = hashlib.blake2b(digest_size=16)
-    for folder, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(folder, name)
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            h.update(f"{os.path.relpath(full, path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for rel, full, why in walk_files(path):
+        try:
+            st = full.stat() if why is None else full.lstat()
+        except OSError:
+            continue
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{why}\n".encode())
     return h.hexdigest()
 
 
@@ -109,12 +129,14 @@ def ingest_one(ref: IncidentRef, dataset: str, known: Record | None, limits: Lim
     except Exception as exc:  # one broken incident must not stop the others; the report says why
         return Done(ref.id, str(ref.path), "failed", seconds=time.perf_counter() - start,
                     error=f"{type(exc).__name__}: {exc}")  # fmt: skip
-    files = tables.files
+    files = tables.files.select(["file", "source", "lines", "error"]).to_pylist()
     return Done(
         tables.id, str(ref.path), "replaced" if known is not None else "added",
-        files=files.num_rows, events=tables.events.num_rows,
-        bytes=int(sum(v or 0 for v in files.column("bytes").to_pylist())),
+        files=len(files), events=tables.events.num_rows, gpus=tables.gpus.num_rows, metrics=tables.metrics.num_rows,
+        bytes=int(sum(v or 0 for v in tables.files.column("bytes").to_pylist())),
         seconds=time.perf_counter() - start,
+        problems=[(f["file"], f["error"]) for f in files if f["error"]],
+        unclaimed=[(f["file"], f["lines"]) for f in files if f["source"] is None and not f["error"]],
     )  # fmt: skip
 
 

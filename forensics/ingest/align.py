@@ -192,6 +192,27 @@ def local_times(gpus: pl.DataFrame, timezone: str | None) -> pl.DataFrame:
     return gpus.with_columns(ts=_in_zone(timezone))
 
 
+def date_deltas(events: pl.DataFrame) -> pl.DataFrame:
+    """The ``dmesg -H`` rows (``[  +0.000127]``, ``detail.delta_s``) of each file dated from the header
+    above them once :func:`date_yearless` gave that header its year (:func:`envelope.after_headers`)."""
+    delta = _detail("delta_s").cast(pl.Float64, strict=False)
+    need = events.filter(pl.col("ts").is_null() & delta.is_not_null()).get_column("file").unique()
+    if need.is_empty():
+        return events
+    out = events.with_row_index("_row")
+    parts = [
+        out.filter(pl.col("file") == file).sort("line").select(
+            "_row", _ts=envelope.after_headers(pl.col("ts"), delta))
+        for file in need.to_list()
+    ]  # fmt: skip
+    dated = pl.concat(parts)
+    return (
+        out.join(dated, on="_row", how="left")
+        .with_columns(ts=pl.coalesce("ts", "_ts").dt.cast_time_unit("us"))
+        .drop("_row", "_ts")
+    )
+
+
 def date_yearless(events: pl.DataFrame, *, year: int | None, timezone: str | None,
                   report_date: datetime | None, mtimes: dict[str, float]) -> pl.DataFrame:  # fmt: skip
     """Give year-less stamps (kept in ``detail.stamp``) their year from the context."""

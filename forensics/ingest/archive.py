@@ -24,6 +24,7 @@ import io
 import lzma
 import os
 import posixpath
+import re
 import tarfile
 import zipfile
 import zlib
@@ -33,7 +34,9 @@ from typing import IO
 
 #: Archives inside archives are opened this deep; deeper ones are listed with an error.
 MAX_DEPTH = 6
-_CHUNK = 1 << 20
+#: Decompressed bytes asked for per read. A decompressor that meets the cut end of a truncated stream
+#: raises and drops what it decompressed in that read, so a small read keeps all but the last 64 KiB.
+_CHUNK = 1 << 16
 
 
 @dataclass
@@ -69,6 +72,23 @@ def over_cap(limits: Limits, size: int | None = None) -> str:
     cap = limits.file_bytes if which == "file" else limits.incident_bytes
     what = f"{size:,} bytes, over" if size is not None else "decompresses to more than"
     return f"{what} the {which} cap of {cap:,} bytes; not read (raise --max-{which}-bytes)"
+
+
+#: How the error of a member whose bytes were not all had begins (the incident is then not read whole);
+#: other errors name what was left out on purpose (a link not followed, a renamed member) or a note.
+_LOSS = ("truncated or corrupt", "corrupt ", "cannot read", "unreadable member", "archive nested deeper",
+         "incident cap of", "decompresses to more than")  # fmt: skip
+_OVER_CAP = re.compile(r"^[\d,]+ bytes, over the (?:file|incident) cap")
+
+
+def is_loss(error: str | None) -> bool:
+    """Whether ``error`` (a member's, possibly joined with others by ``; ``) says bytes were not read.
+
+    >>> is_loss("truncated or corrupt stream after 900 bytes: Compressed file ended"), is_loss("symbolic link; not followed")
+    (True, False)
+    """
+    parts = (error or "").split("; ")
+    return any(p.startswith(_LOSS) or _OVER_CAP.match(p) for p in parts)
 
 
 def compression(head: bytes) -> str | None:

@@ -4,7 +4,9 @@ An incident is a directory or an archive (DESIGN.md "An incident on disk"). A di
 incident when it holds ``incident.toml``; it is a *root of incidents* when a sub-folder holds one or it
 holds archives (each sub-folder and archive is then an incident); otherwise it is one incident when it
 has loose files or only leaf sub-folders (one per host), and a root when its sub-folders have folders
-of their own. Loose files beside incidents in a root (a README) are reported as skipped.
+of their own. Symbolic links are followed (a folder of links to incident folders is a root), each real
+folder once: a link back to a folder already read, a broken link and a loose file beside incidents (a
+README) are reported as skipped, each with the reason.
 
 Members come from :mod:`.archive` (every packaging, read in memory); an ``nvidia-bug-report.log`` is
 cut into its sections (:mod:`.bugreport`), and a sosreport tree is walked by its layout: its logs and
@@ -44,53 +46,76 @@ class IncidentRef:
     config_error: str | None = None
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A path under the given ones that is not read, and why."""
+
+    path: Path
+    why: str
+    #: Documentation beside incidents (a README): worth a note, not a warning.
+    doc: bool = False
+
+
 @dataclass
 class Found:
-    """The incidents found under the given paths, and the loose files that are not part of any."""
+    """The incidents found under the given paths, and the paths that are not part of any."""
 
     incidents: list[IncidentRef]
-    skipped: list[Path]
+    skipped: list[Skipped]
 
 
 def find_incidents(paths: list[Path] | list[str]) -> Found:
     """The incidents under ``paths`` (each a directory, an archive, or a single log file)."""
     incidents: list[IncidentRef] = []
-    skipped: list[Path] = []
+    skipped: list[Skipped] = []
+    seen: set[Path] = set()
     for given in paths:
         p = Path(given)
         if not p.exists():
-            raise InputError(f"{p}: no such file or directory")
+            broken = f" (a broken symbolic link to {os.readlink(p)!r})" if p.is_symlink() else ""
+            raise InputError(f"{p}: no such file or directory{broken}")
         if p.is_file():
             incidents.append(_incident(p))
         elif p.is_dir():
-            _walk(p, incidents, skipped)
+            _walk(p, incidents, skipped, seen)
         else:
             raise InputError(f"{p}: not a file or directory")
-    seen: dict[str, Path] = {}
+    ids: dict[str, Path] = {}
     for ref in incidents:
-        if ref.id in seen and seen[ref.id] != ref.path:
-            raise InputError(f"incident id {ref.id!r} is given by both {seen[ref.id]} and {ref.path}; "
+        if ref.id in ids and ids[ref.id] != ref.path:
+            raise InputError(f"incident id {ref.id!r} is given by both {ids[ref.id]} and {ref.path}; "
                              f"give one of them another id in its {CONFIG}")  # fmt: skip
-        seen[ref.id] = ref.path
+        ids[ref.id] = ref.path
     return Found(incidents, skipped)
 
 
-def _walk(d: Path, incidents: list[IncidentRef], skipped: list[Path]) -> None:
+def _walk(d: Path, incidents: list[IncidentRef], skipped: list[Skipped], seen: set[Path]) -> None:
+    real = d.resolve()
+    if real in seen:  # a link loop, or a second link to a folder already read
+        skipped.append(Skipped(d, f"a symbolic link to {real}, a folder read already; skipped"))
+        return
+    seen.add(real)
     if (d / CONFIG).is_file() or not _is_root(d):
         incidents.append(_incident(d))
         return
     for child in _children(d):
-        if child.is_dir():
-            _walk(child, incidents, skipped)
+        if child.is_symlink() and not child.exists():
+            skipped.append(Skipped(child, f"a broken symbolic link to {os.readlink(child)!r}; skipped"))
+        elif child.is_dir():
+            _walk(child, incidents, skipped, seen)
         elif child.is_file() and _is_archive(child):
             incidents.append(_incident(child))
-        elif not _DOCS.search(child.name):
-            skipped.append(child)
+        elif not child.is_file():
+            skipped.append(Skipped(child, "not a regular file or folder; skipped"))
+        elif _DOCS.search(child.name):
+            skipped.append(Skipped(child, "documentation beside incidents; skipped", doc=True))
+        else:
+            skipped.append(Skipped(child, "not an incident (a loose file beside incidents); skipped"))
 
 
 def _children(d: Path) -> list[Path]:
     try:
-        return sorted(c for c in d.iterdir() if not c.name.startswith(".") and not c.is_symlink())
+        return sorted(c for c in d.iterdir() if not c.name.startswith("."))
     except OSError as exc:
         raise InputError(f"{d}: cannot list: {exc.strerror or exc}") from None
 
@@ -176,20 +201,50 @@ def members(ref: IncidentRef, limits: Limits) -> Iterator[Item]:
 
 
 def _dir_members(root: Path, limits: Limits) -> Iterator[Member]:
+    for rel, full, why in walk_files(root):
+        if rel == CONFIG:
+            continue
+        if why is not None:
+            yield Member(rel, None, why)
+            continue
+        yield from archive.expand_file(str(full), rel, limits=limits, mtime=_mtime(full))
+
+
+def walk_files(root: Path) -> Iterator[tuple[str, Path, str | None]]:
+    """Every file under the incident folder ``root``: its path in the incident, its full path, and why it
+    is not read (None when it is). Symbolic links are followed when they stay inside the incident, each
+    real folder once; one leading outside it, a broken one and a loop are named and not followed."""
     real_root = root.resolve()
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
+    seen = {real_root}
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        kept = []
+        for name in sorted(dirs):
+            full = Path(folder, name)
+            why = _link_problem(full, real_root) if full.is_symlink() else None
+            if why is None and full.resolve() in seen:
+                why = f"symbolic link to {os.readlink(full)!r}, a folder read already; not followed"
+            if why is not None:
+                yield full.relative_to(root).as_posix(), full, why
+                continue
+            seen.add(full.resolve())
+            kept.append(name)
+        dirs[:] = kept
         for name in sorted(files, key=rotation_key):
             full = Path(folder, name)
-            rel = full.relative_to(root).as_posix()
-            if rel == CONFIG:
-                continue
-            if full.is_symlink():
-                target = full.resolve()
-                if not target.is_relative_to(real_root) or not target.is_file():
-                    yield Member(rel, None, f"symbolic link to {os.readlink(full)!r} outside the incident; not followed")
-                    continue
-            yield from archive.expand_file(str(full), rel, limits=limits, mtime=_mtime(full))
+            why = _link_problem(full, real_root) if full.is_symlink() else None
+            if why is None and not full.is_file():
+                why = "not a regular file; not read"
+            yield full.relative_to(root).as_posix(), full, why
+
+
+def _link_problem(link: Path, real_root: Path) -> str | None:
+    """Why the symbolic link ``link`` inside an incident is not followed, or None."""
+    target = os.readlink(link)
+    if not link.exists():
+        return f"broken symbolic link to {target!r}; not followed"
+    if not link.resolve().is_relative_to(real_root):
+        return f"symbolic link to {target!r} outside the incident; not followed"
+    return None
 
 
 def _items(member: Member, *, sos_root: str | None = None) -> Iterator[Item]:

@@ -107,7 +107,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
             size = len(m.data) if m.data is not None else 0
             files.append(_file_row(m.path, None, size, count_lines(m.data or b""), 0, 0, m.error, None, item))
             continue
-        parsed = parse_bytes(m.data, file=m.path, unclaimed="list")
+        parsed = parse_bytes(m.data, file=m.path)
         row = parsed.files.to_pylist()[0]
         error = "; ".join(e for e in (m.error, row["error"]) if e) or None
         files.append(_file_row(m.path, row["source"], row["bytes"], row["lines"], row["records"], row["unparsed"],
@@ -148,6 +148,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     gp = align.local_times(gp, timezone)  # nvidia-smi's stamps: the machine's local time
     ev = align.date_yearless(ev, year=_int(config.get("year")), timezone=timezone,
                              report_date=align.report_date(report_text), mtimes=mtimes)  # fmt: skip
+    ev = align.date_deltas(ev)
     ev = align.align_uptime(ev)
     ev = align.twin_times(ev)
     ids = align.identities(incident_id, ev, gp, facts)

@@ -42,6 +42,8 @@ _MONTH = r"(?:[^\W\d_]{3,5}\.?|\d{1,2}[月월])"
 #: The stamp alternatives (in the order the envelope tries them), and what may follow a stamp.
 _STAMP = (
     r"(?:\[ *(?P<mono>\d+\.\d+)(?: <\s*(?P<delta>\d+\.\d+)>)?\]"
+    # a paste that lost the first line's "[": "  123.456789] NVRM: ..." (dmesg's six decimals)
+    r"|(?P<monocut> *\d+\.\d{6})\]"
     r"|\[ *\+(?P<rel>\d+\.\d+)\]"
     r"|\[(?P<human>[A-Z][a-z]{2} ?\d{1,2} \d\d:\d\d)\]"
     r"|\[(?P<ctime>\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4})\]"
@@ -86,7 +88,7 @@ SYSLOG_HEAD = ascii_classes(
 #: Lines per slice of the envelope pass.
 SLICE_LINES = 200_000
 
-_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "rel", "human", "ctime", "iso", "sys", "full", "unix"]
+_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "monocut", "rel", "human", "ctime", "iso", "sys", "full", "unix"]
 
 _LEVEL_NAMES = {
     "emerg": "critical", "alert": "critical", "crit": "critical", "err": "error", "error": "error",
@@ -123,7 +125,7 @@ def _envelope_columns() -> dict[str, pl.Expr]:
         .when(pl.col("unix").is_not_null()).then(pl.lit("syslog_unix"))
         .when(pl.col("iso").is_not_null()).then(pl.lit("iso"))
         .when(pl.col("ctime").is_not_null()).then(pl.lit("ctime"))
-        .when(pl.col("mono").is_not_null()).then(pl.lit("mono"))
+        .when(pl.col("mono").is_not_null() | pl.col("monocut").is_not_null()).then(pl.lit("mono"))
         .when(pl.col("rel").is_not_null() | pl.col("human").is_not_null()).then(pl.lit("rel"))
         .otherwise(pl.lit("none"))
     )  # fmt: skip
@@ -151,7 +153,7 @@ def _envelope_columns() -> dict[str, pl.Expr]:
         host=pl.coalesce("h5", "tip"),
         ident=pl.coalesce(pl.col("a5").replace("-", None), pl.when(pl.col("kpfx").is_not_null()).then(pl.lit("kernel"))),
         ipid=pl.col("pid5").cast(pl.Int64, strict=False),
-        uptime_s=pl.coalesce(pl.col("mono").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
+        uptime_s=pl.coalesce(pl.coalesce("mono", "monocut").str.strip_chars(" ").cast(pl.Float64, strict=False), pl.col("kus").cast(pl.Float64, strict=False) / 1e6,
                              pl.col("kpup").cast(pl.Float64, strict=False)),
         delta_s=pl.coalesce("rel", "delta").cast(pl.Float64, strict=False),
         stamp=pl.coalesce("ts5", "tts", "iso", full_iso, "unix", "ctime", "sys", "human"),
@@ -281,6 +283,16 @@ def to_utc_in(frame: pl.DataFrame, stamp: str, kind: pl.Expr, *, year: int | Non
     return to_utc(pl.col(stamp), kind, year=year, timezone=timezone)
 
 
+def after_headers(ts: pl.Expr, delta: pl.Expr) -> pl.Expr:
+    """``ts`` with the rows of ``dmesg -H`` dated: a ``[May19 19:57]`` row has a wall-clock time, each
+    ``[  +0.000127]`` row after it only the seconds since the row before; its time is the header's plus
+    the deltas summed (as precise as the header: the minute). A row with neither ends a run."""
+    run = (ts.is_not_null() | delta.is_null()).cast(pl.Int32).cum_sum()
+    since = (delta.fill_null(0.0) * 1e6).round().cast(pl.Int64, strict=False).cum_sum().over(run)
+    dated = ts.first().over(run) + pl.duration(microseconds=since)
+    return pl.when(ts.is_null() & delta.is_not_null()).then(dated).otherwise(ts)
+
+
 def to_utc(
     stamp: pl.Expr, kind: pl.Expr, *, year: int | None, timezone: str | None
 ) -> tuple[pl.Expr, pl.Expr]:
@@ -332,7 +344,7 @@ def to_utc(
         .dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
         .dt.convert_time_zone("UTC")
     )  # fmt: skip
-    epoch = pl.from_epoch((stamp.cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64), time_unit="us")
+    epoch = pl.from_epoch((stamp.cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False), time_unit="us")
     ts = (
         pl.when(kind == "iso").then(pl.coalesce(iso_zoned, local))
         .when(kind == "unix").then(epoch.dt.replace_time_zone("UTC"))

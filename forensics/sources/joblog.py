@@ -371,7 +371,7 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
     )  # fmt: skip
     no_step = -1  # a good line without a step number still ends the run of good steps
     lines = (
-        steps.select("rec", pl.col("host").fill_null("").alias("s_host"), pl.col("rank").cast(pl.Int32), "style")
+        steps.select("rec", pl.col("host").fill_null("").alias("s_host"), pl.col("rank").cast(pl.Int32, strict=False), "style")
         .join(numbered, on="rec", how="left").join(per_line, on="rec", how="left")
         .join(before, on=stream, how="left", nulls_equal=True).sort("rec")
         .with_columns(loss_bad=pl.col("loss_bad").fill_null(False) | missing, grad_bad=pl.col("grad_bad").fill_null(False))
@@ -412,7 +412,7 @@ def _read_step_kinds(steps: pl.DataFrame, numbered: pl.DataFrame, metrics: pl.Da
             style="style", step="step",
             metric=pl.when(onset).then(name).when(overflow).then(pl.lit("skipped_iterations"))
             .when(spike).then(pl.col("loss_name_v")),
-            value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64).cast(pl.String))
+            value=pl.when(onset).then(value_text).when(overflow).then(pl.col("skipped").cast(pl.Int64, strict=False).cast(pl.String))
             .when(spike).then(pl.col("loss_v").cast(pl.String)),
             # a spike's level before it: the median of the stream's LOSS_WINDOW finite losses before it
             median=pl.when(spike & ~onset & ~overflow).then(pl.col("median").round(6).cast(pl.String)),

@@ -60,6 +60,7 @@ from ..pci import canonical_bdf
 from ..regex import ascii_classes
 from . import envelope, kernel
 from .base import SourceResult
+from .fields import to_int
 
 NAME = "journal"
 FORMS = (
@@ -105,8 +106,8 @@ def _failed(parts: dict[str, Any], text: str) -> dict[str, Any]:
         event, severity = "exited" if status else "failed", "error"
     return row(
         "svc.failed", severity, unit=_unit_of(first), event=event, text=first.split(": ", 1)[-1],
-        status=int(status[1]) if status else None, signal=status[2] if status and status[2] in _SIGNALS else None,
-        result=result[1] if result else None, restarts=int(restarts[1]) if restarts else None,
+        status=to_int(status[1]) if status else None, signal=status[2] if status and status[2] in _SIGNALS else None,
+        result=result[1] if result else None, restarts=to_int(restarts[1]) if restarts else None,
         description=_search(r"Failed to start (.*?)\.?$", first),
     )  # fmt: skip
 
@@ -138,11 +139,11 @@ def _service(kind: str) -> Any:
         if m := re.search(r"\[(NV_\w+)\]", body):
             detail["nv_status"] = m[1]
         if m := re.search(r"[Ee]xit code:? (-?\d+)", body):
-            detail["exit_code"] = int(m[1])
+            detail["exit_code"] = to_int(m[1])
         if m := re.search(r"NVSwitch (?:non-)?fatal error (\d+)", body):
-            detail["sxid"] = int(m[1])
+            detail["sxid"] = to_int(m[1])
         if m := re.search(r"Received signal (\d+)", body):
-            detail["signal"] = int(m[1])
+            detail["signal"] = to_int(m[1])
         return row(kind, severity, detail)
 
     return enrich
@@ -180,8 +181,8 @@ def _fm_sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     code = _search(r"fatal error (\d+)", body)
     return row(
         "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(switch) if switch else None,
-        code=int(code) if code else None, text=body, fatal=fatal, link=_int(_search(r"\bport (\d+)", body)),
-        physical_id=_int(_search(r"physical id (\d+)", body)), fid=_int(_search(r"\bfid (\d+)", body)),
+        code=to_int(code) if code else None, text=body, fatal=fatal, link=to_int(_search(r"\bport (\d+)", body)),
+        physical_id=to_int(_search(r"physical id (\d+)", body)), fid=to_int(_search(r"\bfid (\d+)", body)),
         unit=_ident(first),
     )  # fmt: skip
 
@@ -194,7 +195,8 @@ def _userspace_driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
     gpu = None
     # Xorg prints the bus as decimal bus:device:function (PCI:82:0:0 is 0000:52:00.0).
     if m := re.search(r"\bPCI:(\d+)(?:@(\d+))?:(\d+):(\d+)\b", body):
-        gpu = f"{int(m[2] or 0):04x}:{int(m[1]):02x}:{int(m[3]):02x}.{int(m[4])}"
+        bdf = [to_int(m[2] or 0), to_int(m[1]), to_int(m[3]), to_int(m[4])]
+        gpu = None if None in bdf else "{:04x}:{:02x}:{:02x}.{}".format(*bdf)
     event = "xorg" if "(EE)" in body else "udev"
     return row("gpu.driver", "error", gpu=gpu, event=event, unit=_unit_of(first) or ident, ident=ident,
                text=body)  # fmt: skip
@@ -341,7 +343,7 @@ def header_context(head: str) -> tuple[int | None, str | None]:
         return None, None
     first = _SHORT_STAMP.search(head, m.end())
     month = envelope.month_numbers().get(first["mon"].lower().rstrip(".")) if first else None
-    if m["y1"]:
+    if m["y1"]:  # at most four digits each (the pattern's): int() cannot fail
         year = int(m["y1"]) - (1 if month is not None and month > int(m["m1"]) else 0)
     else:
         begin = (int(m["m0"]), int(m["d0"]))
@@ -354,7 +356,7 @@ def _zone(name: str | None) -> str | None:
     if not name:
         return None
     if m := re.fullmatch(r"([+-])(\d\d)(?::?00)?", name):
-        hours = int(m[2])
+        hours = int(m[2])  # two digits
         return "UTC" if hours == 0 else f"Etc/GMT{'-' if m[1] == '+' else '+'}{hours}"
     return _zones().get(name.upper())
 
@@ -466,7 +468,7 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
         boot=(starts - offset).clip(0), boot_id=boot_id,
         host=pl.when(env.get_column("host").str.contains(r"^(?:\.\.\.|…)$")).then(None).otherwise(env.get_column("host")),
         ident=pl.when(named).then(bare.struct.field("i").str.replace(r"^.*/", "")).otherwise(ident),
-        ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64)).otherwise(env.get_column("ipid")),
+        ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64, strict=False)).otherwise(env.get_column("ipid")),
         msg=pl.when(named).then(bare.struct.field("m")).otherwise(env.get_column("msg")),
     )  # fmt: skip
     return _daemon_logs(env)
@@ -593,8 +595,8 @@ def _iter_verbose_entries(stream: BinaryIO, counts: _Counts) -> Iterator[dict[st
         if (head := _VERBOSE_HEAD.match(text)) is not None:
             if fields:
                 yield fields
-            fields = {"_LINE": n, "_BOOT_ID": head["b"], "__REALTIME_TIMESTAMP": int(head["t"], 16),
-                      "__MONOTONIC_TIMESTAMP": int(head["m"], 16)}  # fmt: skip
+            fields = {"_LINE": n, "_BOOT_ID": head["b"], "__REALTIME_TIMESTAMP": to_int(head["t"], 16),
+                      "__MONOTONIC_TIMESTAMP": to_int(head["m"], 16)}  # fmt: skip
             key = None
         elif (field := _VERBOSE_FIELD.match(text)) is not None and fields:
             key = field["k"]
@@ -665,12 +667,12 @@ def _entries_frame(entries: list[dict[str, Any]], *, boots: dict[str, int], defa
             boots.setdefault(boot_id, len(boots))
         kernel_entry = e.get("_TRANSPORT") == "kernel" or e.get("SYSLOG_IDENTIFIER") == "kernel"
         ident = "kernel" if kernel_entry else (e.get("SYSLOG_IDENTIFIER") or e.get("_COMM") or e.get("_SYSTEMD_UNIT"))
-        priority = _int(e.get("PRIORITY"))
-        realtime = _int(e.get("__REALTIME_TIMESTAMP"))
-        monotonic = _int(e.get("__MONOTONIC_TIMESTAMP"))
+        priority = to_int(e.get("PRIORITY"))
+        realtime = to_int(e.get("__REALTIME_TIMESTAMP"))
+        monotonic = to_int(e.get("__MONOTONIC_TIMESTAMP"))
         rows.append({
             "line": e["_LINE"], "host": e.get("_HOSTNAME"), "ident": ident,
-            "ipid": _int(e.get("SYSLOG_PID") or e.get("_PID")),
+            "ipid": to_int(e.get("SYSLOG_PID") or e.get("_PID")),
             "level": _LEVELS[priority] if priority is not None and 0 <= priority < 8 else None,
             "uptime_s": monotonic / 1e6 if monotonic is not None else None,
             "stamp": f"{realtime / 1e6:.6f}" if realtime is not None else None,
@@ -689,9 +691,3 @@ def _entries_frame(entries: list[dict[str, Any]], *, boots: dict[str, int], defa
         kernel_prefix=pl.lit(False), boot=boot,
     )  # fmt: skip
 
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None

@@ -51,6 +51,7 @@ from ..regex import ascii_classes, first_match
 from ..text import dedent, split_lines
 from . import envelope
 from .base import SourceResult, collect, events_table, short_host, template_expr
+from .fields import to_int
 
 NAME = "kernel"
 FORMS = (
@@ -207,12 +208,6 @@ _SEVERITY_BY_ACTION = {
 }  # fmt: skip
 
 
-def _int(text: str | None, base: int = 10) -> int | None:
-    try:
-        return int(text, base) if text is not None else None
-    except ValueError:
-        return None
-
 
 def _search(pattern: str, text: str, group: int | str = 1) -> str | None:
     m = re.search(pattern, text)
@@ -226,12 +221,12 @@ def _text_lines(parts: dict[str, Any]) -> list[str]:
 def _xid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     tokens = parts["tokens"]
     bus = next(str(t) for t in tokens if t.type == "XID_BUS")
-    code = int(next(str(t) for t in tokens if t.type == "INT"))
+    code = to_int(next(str(t) for t in tokens if t.type == "INT"))
     fields = dict(p for p in parts["parts"] if isinstance(p, tuple))
     texts = _text_lines(parts)
     body = texts[0].strip() if texts else ""
     pid_text = fields.get("pid", "").strip("'")
-    pid = _int(pid_text) if pid_text.isdigit() else None
+    pid = to_int(pid_text) if pid_text.isdigit() else None
     name = fields.get("name")
     process = None if name in (None, "<unknown>") else name
     entry = catalog.xid(code)
@@ -255,29 +250,29 @@ def _xid_text_fields(code: int, body: str) -> dict[str, Any]:
     """Fields printed inside the Xid text by the generations in FACTS.md §C1e / PROVENANCE.md."""
     out: dict[str, Any] = {}
     if ch := _search(r"\b(?:Channel ID|Channel|channel|ChID|Ch) (?:0x)?([0-9a-fA-F]+)\b", body):
-        out["channel"] = int(ch, 16)
+        out["channel"] = to_int(ch, 16)
     if m := re.search(r"MMU Fault: ENGINE (\S+)((?: \S+)*?) faulted @ (0x[0-9a-fA-F_]+)\. Fault is of type (\S+) (\S+)", body):
         out.update(engine=m[1], client=m[2].strip() or None, fault_address=m[3].replace("_", ""),
                    fault_type=m[4], access_type=m[5])  # fmt: skip
     if m := re.search(r"\(GPC (\d+), TPC (\d+), SM (\d+)\)(?::\s*(.*))?", body):
-        out.update(gpc=int(m[1]), tpc=int(m[2]), sm=int(m[3]))
+        out.update(gpc=to_int(m[1]), tpc=to_int(m[2]), sm=to_int(m[3]))
         if m[4]:
             out["exception"] = m[4].strip()
     if err := _search(r"errorString ([^,]+)", body):
         out["error_string"] = err.strip()
     if m := re.search(r"caused by previous Xid (\d+)", body):
-        out["caused_by_xid"] = int(m[1])
+        out["caused_by_xid"] = to_int(m[1])
     if m := re.search(r"Timeout after (\d+)s of waiting for RPC response from GPU(\d+) GSP! Expected function (\d+) \((\w+)\)", body):
-        out.update(rpc_timeout_s=int(m[1]), gpu_index=int(m[2]), rpc_function=int(m[3]), rpc_name=m[4])
+        out.update(rpc_timeout_s=to_int(m[1]), gpu_index=to_int(m[2]), rpc_function=to_int(m[3]), rpc_name=m[4])
     # NVLink5 units (FACTS C1d): the columns are padded on some drivers (`NETIR_LINK_EVT  Fatal   XC0`),
     # `Link -1` is an event of no one link, and the registers open with intrinfo and errorstatus
     if m := re.search(r"^([A-Z][A-Z0-9_]+)\s+(Fatal|Nonfatal|Non-fatal)\s+(XC\d)\s+i(\d+)\s+Link\s+(-?\d+)\s*(?:\(([^)]*)\))?", body):
         registers = (m[6] or "").split()
-        out.update(unit=m[1], fatal=m[2] == "Fatal", xc=m[3], instance=int(m[4]), link=int(m[5]),
+        out.update(unit=m[1], fatal=m[2] == "Fatal", xc=m[3], instance=to_int(m[4]), link=to_int(m[5]),
                    registers=registers, intrinfo=registers[0] if registers else None,
                    error_status=registers[1] if len(registers) > 1 else None)  # fmt: skip
     if m := re.search(r"NVLink: fatal error detected on link (\d+)\(([^)]*)\)", body):
-        out.update(link=int(m[1]), registers=[r.strip() for r in m[2].split(",")], fatal=True)
+        out.update(link=to_int(m[1]), registers=[r.strip() for r in m[2].split(",")], fatal=True)
     if m := re.search(r"physAddr (0x[0-9a-fA-F]+)", body):
         out["phys_address"] = m[1]
     if m := re.search(r"Row Remapper: New row (?:\((0x[0-9a-fA-F]+)\) )?marked for remapping", body):
@@ -327,26 +322,26 @@ def _driver(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if serial := _search(r"(?:GPU Board Serial Number|serial number is):? ?(\d+)", first):
         detail["serial"] = serial
     if m := re.search(r"GPU(\d+) ", first):
-        detail["gpu_index"] = int(m[1])
+        detail["gpu_index"] = to_int(m[1])
     if code := _search(r"RmInitAdapter failed! \((0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:\d+)\)", first):
         detail["rm_status"] = code
     if event == "init_failed" and (minor := _search(r"device minor number (\d+)", first)):
-        detail["minor"] = int(minor)
+        detail["minor"] = to_int(minor)
     return row("gpu.driver", severity, detail, gpu=gpu)
 
 
 def _sxid(parts: dict[str, Any], text: str) -> dict[str, Any]:
     tokens = parts["tokens"]
     bdf = next(str(t) for t in tokens if t.type == "BDF")
-    code = int(next(str(t) for t in tokens if t.type == "INT"))
+    code = to_int(next(str(t) for t in tokens if t.type == "INT"))
     body = _text_lines(parts)[0].strip()
     fatal = bool(re.match(r"Fatal\b", body))
-    link = _int(_search(r"Link (\d+)", body))
-    switch = _int(_search(r"nvidia-nvswitch(\d+)", text))
+    link = to_int(_search(r"Link (\d+)", body))
+    switch = to_int(_search(r"nvidia-nvswitch(\d+)", text))
     data = _search(r"Data \{([^}]*)\}", text)
     return row(
         "gpu.sxid", "critical" if fatal else "warning", gpu=canonical_bdf(bdf), code=code, text=body,
-        fatal=fatal, link=link, nvswitch=switch, severity_level=_int(_search(r"Severity (\d+)", text)),
+        fatal=fatal, link=link, nvswitch=switch, severity_level=to_int(_search(r"Severity (\d+)", text)),
         data=[d.strip() for d in data.split(",")] if data else None,
     )  # fmt: skip
 
@@ -407,8 +402,8 @@ def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
                 elif field.data == "aer_tlp":
                     tlp.append(((_tok(sub, "A_PCIE__AER_5") or "") + (_tok(sub, "TEXT") or "")).strip())
     aer_severity = _aer_severity(severity_word or "")
-    if not bits and status:
-        bits = catalog.aer_bits_from_status(int(status, 16), aer_severity)
+    if not bits and status and (word := to_int(status, 16)) is not None:
+        bits = catalog.aer_bits_from_status(word, aer_severity)
     if not layer and bits:
         layer = catalog.aer_layer(bits, aer_severity)
     if not agent and bits:
@@ -463,7 +458,7 @@ def _net_link(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"Link (?:is )?(INIT|ARMED|ACTIVE_DEFER|ACTIVE|DOWN|[Uu]p|[Dd]own)", first)
     state = (m[1].lower() if m else "unknown").replace("active_defer", "active")
     driver, device = _device_line(first)
-    port = _int(_search(r"Port: (\d+)", first))
+    port = to_int(_search(r"Port: (\d+)", first))
     ifname = _search(r"(?:^|\s)(\w[\w.-]*): (?:NIC )?Link", first)
     return row("net.link", "warning" if state == "down" else "info", text=first, state=state,
                 device=device or ifname, driver=driver, port=port, interface=ifname)  # fmt: skip
@@ -479,9 +474,9 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if fw := _search(r"fw_ver ([\d.]+)", text):
         detail["fw_ver"] = fw
     if m := re.search(r"Port module event(?:\[error\])?: module (\d+), ([^\n]+)", first):
-        detail.update(module=int(m[1]), module_status=m[2].strip())
+        detail.update(module=to_int(m[1]), module_status=m[2].strip())
     if m := re.search(r"NETDEV WATCHDOG: (\S+) \(([^)]*)\): transmit queue (\d+) timed out", first):
-        detail.update(device=m[1], driver=m[2], tx_queue=int(m[3]))
+        detail.update(device=m[1], driver=m[2], tx_queue=to_int(m[3]))
     sev = "warning" if "insufficient power" in first or "module_status" in detail else "error"
     return row("net.nic", sev, detail)
 
@@ -489,14 +484,14 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
 def _cpu_throttle(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"CPU(\d+): (Core|Package) (temperature|power limit notification)", text)
     normal = "normal" in text
-    return row("host.cpu_throttle", "info" if normal else "warning", cpu=_int(m[1]) if m else None,
+    return row("host.cpu_throttle", "info" if normal else "warning", cpu=to_int(m[1]) if m else None,
                 scope=m[2].lower() if m else None, cause="power" if m and "power" in m[3] else "temperature",
-                state="normal" if normal else "throttled", events=_int(_search(r"total events = (\d+)", text)))  # fmt: skip
+                state="normal" if normal else "throttled", events=to_int(_search(r"total events = (\d+)", text)))  # fmt: skip
 
 
 def _mce(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    return row("host.mce", "error", text=_oneline(text), cpu=_int(_search(r"CPU (\d+): Machine Check", text)),
-                bank=_int(_search(r"Bank (\d+)", text)), status=_search(r"Bank \d+: ([0-9a-f]+)", text),
+    return row("host.mce", "error", text=_oneline(text), cpu=to_int(_search(r"CPU (\d+): Machine Check", text)),
+                bank=to_int(_search(r"Bank (\d+)", text)), status=_search(r"Bank \d+: ([0-9a-f]+)", text),
                 address=_search(r"ADDR ([0-9a-fx]+)", text))  # fmt: skip
 
 
@@ -507,18 +502,18 @@ def _edac(parts: dict[str, Any], text: str) -> dict[str, Any]:
     other = re.search(r"(\d+) (Corrected|Uncorrected) error\(s\): ([^\n]*?) at (\S+)", text)
     sel = re.search(r"(Uncorrectable|Correctable) ECC[^@\n]*(?:@\s*([\w-]+))?", text)
     if m is None and other is not None:
-        return _edac_row(None, int(other[1]), "CE" if other[2] == "Corrected" else "UE", other[3], other[4], text)
+        return _edac_row(None, to_int(other[1]), "CE" if other[2] == "Corrected" else "UE", other[3], other[4], text)
     if m is None and sel is not None:
         return _edac_row(None, 1, "CE" if sel[1] == "Correctable" else "UE", "ECC", sel[2], text)
-    count = int(m[2]) if m else None
+    count = to_int(m[2]) if m else None
     kind = m[3] if m else ("UE" if "ncorrect" in text else None)
     ce = count if kind == "CE" else (0 if kind == "UE" else None)
     ue = count if kind == "UE" else (0 if kind == "CE" else None)
     return row(
-        "host.edac", "critical" if kind == "UE" else "warning", mc=_int(m[1]) if m else _int(_search(r"MC(\d+)", text)),
+        "host.edac", "critical" if kind == "UE" else "warning", mc=to_int(m[1]) if m else to_int(_search(r"MC(\d+)", text)),
         ce=ce, ue=ue, error=m[4].strip() if m else None, dimm=m[5] if m else None,
         overflow="OVERFLOW" in text, address=_search(r"ADDR ([0-9a-fx]+)", text),
-        channel=_int(_search(r"channel:(\d+)", text)), slot=_int(_search(r"slot:(\d+)", text)),
+        channel=to_int(_search(r"channel:(\d+)", text)), slot=to_int(_search(r"slot:(\d+)", text)),
         page=_search(r"page:(0x[0-9a-f]+)", text), text=_oneline(text),
     )  # fmt: skip
 
@@ -535,30 +530,30 @@ def _oom(parts: dict[str, Any], text: str) -> dict[str, Any]:
     # first, then kills a child of it), else the candidate
     killed = re.search(r"Killed process (\d+) \((.+?)\)", text) or re.search(r"Kill process (\d+) \((.+?)\)", text)
     task = re.search(r"oom-kill:constraint=([^,\n]+).*?(?:,oom_memcg=([^,\n]*))?(?:,task_memcg=([^,\n]*))?,task=([^,\n]+),pid=(\d+)", text)
-    pid = int(killed[1]) if killed else (int(task[5]) if task else None)
+    pid = to_int(killed[1]) if killed else (to_int(task[5]) if task else None)
     process = killed[2] if killed else (task[4] if task else None)
     memcg = (task[3] or task[2]) if task else None
     return row(
         "host.oom_kill", "error", pid=pid, process=process, invoker=invoker, memcg=memcg,
         constraint=task[1] if task else None,
         cgroup_oom=bool(re.search(r"Memory cgroup out of memory|CONSTRAINT_MEMCG|mem_cgroup_out_of_memory|mem_cgroup_oom", text)),
-        gfp_mask=_search(r"gfp_mask=(0x[0-9a-f]+)", text), order=_int(_search(r"order=(-?\d+)", text)),
-        total_vm_kb=_int(_search(r"total-vm:(\d+)kB", text)), anon_rss_kb=_int(_search(r"anon-rss:(\d+)kB", text)),
+        gfp_mask=_search(r"gfp_mask=(0x[0-9a-f]+)", text), order=to_int(_search(r"order=(-?\d+)", text)),
+        total_vm_kb=to_int(_search(r"total-vm:(\d+)kB", text)), anon_rss_kb=to_int(_search(r"anon-rss:(\d+)kB", text)),
         killed=killed is not None,
     )  # fmt: skip
 
 
 def _hung(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"INFO: task (.+):(\d+) blocked for more than (\d+) seconds", text)
-    return row("host.hung_task", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
-                seconds=_int(m[3]) if m else None)  # fmt: skip
+    return row("host.hung_task", "error", pid=to_int(m[2]) if m else None, process=m[1] if m else None,
+                seconds=to_int(m[3]) if m else None)  # fmt: skip
 
 
 def _lockup(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"CPU#(\d+) stuck for (\d+)s! \[(.+):(\d+)\]", text)
     kind = "rcu_stall" if "rcu" in text.split("\n", 1)[0] else ("hard" if "hard LOCKUP" in text else "soft")
-    return row("host.soft_lockup", "error", pid=_int(m[4]) if m else None, lockup=kind,
-                cpu=_int(m[1]) if m else _int(_search(r"on CPU (\d+)", text)), seconds=_int(m[2]) if m else None,
+    return row("host.soft_lockup", "error", pid=to_int(m[4]) if m else None, lockup=kind,
+                cpu=to_int(m[1]) if m else to_int(_search(r"on CPU (\d+)", text)), seconds=to_int(m[2]) if m else None,
                 process=m[3] if m else None)  # fmt: skip
 
 
@@ -566,9 +561,9 @@ def _segfault(parts: dict[str, Any], text: str) -> dict[str, Any]:
     first = text.split("\n", 1)[0]
     m = re.search(r"(?:traps: )?(.+?)\[(\d+)\]:? (?:segfault at (\S+)|(general protection fault|trap [^\n]*?)) ", first)
     return row(
-        "host.segfault", "error", pid=_int(m[2]) if m else None, process=m[1] if m else None,
+        "host.segfault", "error", pid=to_int(m[2]) if m else None, process=m[1] if m else None,
         address=m[3] if m else None, fault="segfault" if m and m[3] else (m[4] if m else None),
-        ip=_search(r" ip[: ]([0-9a-f]+)", first), error=_int(_search(r" error[: ](\d+)", first)),
+        ip=_search(r" ip[: ]([0-9a-f]+)", first), error=to_int(_search(r" error[: ](\d+)", first)),
         library=_search(r" in ([^\[\s]+)\[", first),
     )  # fmt: skip
 
@@ -584,7 +579,7 @@ def _simple(kind: str, severity: str, **extract: str) -> Callable[[dict[str, Any
 def _nvme(parts: dict[str, Any], text: str) -> dict[str, Any]:
     first = text.split("\n", 1)[0]
     return row("disk.nvme", "error", device=_search(r"(nvme\d+(?:n\d+)?)", first), text=first,
-                qid=_int(_search(r"QID (\d+)", first)), status=_int(_search(r"status:? (-?\d+)", first)),
+                qid=to_int(_search(r"QID (\d+)", first)), status=to_int(_search(r"status:? (-?\d+)", first)),
                 removed="Removing" in first or " to 0" in first)  # fmt: skip
 
 
@@ -741,7 +736,10 @@ def parse_records(
         year = _year_from_stamps(heads)
     # (uptime-only logs, plain dmesg, have no wall-clock time to read)
     ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone)
-    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).pipe(collect, heads.height)
+    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).with_columns(
+        ts=envelope.after_headers(pl.col("ts"), pl.col("delta_s")),
+        ts_from=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_from").forward_fill()),
+    ).pipe(collect, heads.height)  # fmt: skip
     flagged = heads.filter(pl.col("flag")).with_columns(
         text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
         .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
@@ -819,6 +817,8 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
     other_detail = (
         pl.when(pl.col("ts").is_null() & pl.col("stamp").is_not_null())
         .then(pl.struct(template=template, stamp=pl.col("stamp"), **extra).struct.json_encode())
+        .when(pl.col("ts").is_null() & pl.col("delta_s").is_not_null())  # dated by its header under ingest
+        .then(pl.struct(template=template, delta_s=pl.col("delta_s"), **extra).struct.json_encode())
         .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), **extra).struct.json_encode())
     )
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))

@@ -35,7 +35,7 @@ from typing import Any
 from ..families import Families, row
 from ..pci import canonical_bdf
 from .base import SourceResult
-from .fields import _data, _find, _first, _generic, _int
+from .fields import _data, _find, _first, _generic, to_int
 
 NAME = "nccl"
 FORMS = (
@@ -89,7 +89,7 @@ def _cuda_fields(text: str) -> dict[str, Any]:
     m = re.search(r"Cuda failure (?:(\d+) )?'([^']*)'|CUDA error (\d+)(?: '([^']*)')?|CUDA IPC handle : (\d+) ([^\n]*)", text)
     if not m:
         return {}
-    number = _int(m.group(1) or m.group(3) or m.group(5))
+    number = to_int(m.group(1) or m.group(3) or m.group(5))
     error = (m.group(2) or m.group(4) or m.group(6) or "").strip() or None
     names, texts, _ = _cuda_codes()
     if number is None and error is not None:
@@ -101,7 +101,7 @@ def _cuda_fields(text: str) -> dict[str, Any]:
 def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
     line = _first(text)
     m = re.search(r"with (?:error|status=?)\s*(\d+),? opcode[ =](\d+),? len[ =](\d+),? vendor err (\d+)", line)
-    status = int(m.group(1)) if m else None
+    status = to_int(m.group(1)) if m else None
     peer = _PEER.search(line)
     event = _ASYNC.search(line)
     ofi = re.search(r"Function: (\w+) Line: (\d+)", line)  # aws-ofi-nccl's own log
@@ -110,14 +110,14 @@ def _net_error(parts: dict[str, Any], text: str) -> dict[str, Any]:
         "function": _find(r"^[\w./-]+:\d+ \((\w+)\)", line) or (ofi.group(1) if ofi else None),
         "transport": _find(r"NET/(\w+)", line),
         "peer": (peer.group(1) or peer.group(3)) if peer else None,
-        "peer_port": _int(peer.group(2) or peer.group(4)) if peer else None,
+        "peer_port": to_int(peer.group(2) or peer.group(4)) if peer else None,
         "status": status, "status_name": _nccl_codes()["wc_status"].get(status) if status is not None else None,
-        "opcode": int(m.group(2)) if m else None, "len": int(m.group(3)) if m else None,
-        "vendor_err": int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
+        "opcode": to_int(m.group(2)) if m else None, "len": to_int(m.group(3)) if m else None,
+        "vendor_err": to_int(m.group(4)) if m else None, "direction": _find(r"\((Send|Recv)\)", line),
         "local_gid": _find(r"localGid (\S+)", line), "remote_gid": _find(r"remoteGids?\s*(\S+)", line),
         # the HCA: the completion's "hca mlx5_ib0" (2.2x), an async event's "mlx5_1:1"
         "device": _find(r"\bhca (\S+)", line) or (event.group("device") if event else None),
-        "port": _int(event.group("port")) if event else None,
+        "port": to_int(event.group("port")) if event else None,
         "event": (event.group("event") or ("GID table change" if event.group("gid") else None)) if event else None,
         "object": event.group("object") if event else None, "handle": event.group("handle") if event else None,
         "detected_in": _find(r"fatal error \(detected in (\w+)\)", line),
@@ -145,8 +145,8 @@ def _error_chain(parts: dict[str, Any], text: str) -> dict[str, Any]:
         return _failure(text)
     steps = re.findall(r"NCCL INFO ([\w./-]+:\d+) -> (\d+)(?: \[([^\]]+)\])?", text)
     # the first "-> N" is where the error began; a later frame may map it to another result
-    code = int(steps[0][1]) if steps else None
-    final = int(steps[-1][1]) if steps else None
+    code = to_int(steps[0][1]) if steps else None
+    final = to_int(steps[-1][1]) if steps else None
     thread = next((t for _, _, t in reversed(steps) if t), None)
     return row("nccl.error_chain", "error", code=code, stack=[w for w, _, _ in steps],
                result=_nccl_codes()["result"].get(code) if code is not None else None, thread=thread,
@@ -169,7 +169,7 @@ def _failure(text: str) -> dict[str, Any]:
 
 
 def _conn_closed(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    return row("nccl.conn_closed", "warning", local_rank=_int(_find(r"localRank (\d+)", text)))
+    return row("nccl.conn_closed", "warning", local_rank=to_int(_find(r"localRank (\d+)", text)))
 
 
 def _comm(kind: str, severity: str):  # noqa: ANN202 - an enricher
@@ -177,22 +177,22 @@ def _comm(kind: str, severity: str):  # noqa: ANN202 - an enricher
         line = _first(text)
         m = re.match(r"#?\s*Rank\s+(\d+) (?:Group\s+\d+ )?(?:Pid\s+(\d+) )?on\s+(\S+) device\s+(\d+) \[(0x[0-9a-fA-F]+)\] ?(.*)", line)
         if m:  # nccl-tests' rank table (1.x prints no Group/Pid, and a bus id of 0x00)
-            bus = int(m.group(5), 16)
-            return {**row(kind, severity, pid=_int(m.group(2)), gpu=f"0000:{bus:02x}:00.0" if bus else None,
-                          cuda_dev=int(m.group(4)), product=m.group(6).strip() or None, via="nccl-tests"),
-                    "rank": int(m.group(1)), "host": m.group(3)}  # fmt: skip
+            bus = to_int(m.group(5), 16)
+            return {**row(kind, severity, pid=to_int(m.group(2)), gpu=f"0000:{bus:02x}:00.0" if bus else None,
+                          cuda_dev=to_int(m.group(4)), product=m.group(6).strip() or None, via="nccl-tests"),
+                    "rank": to_int(m.group(1)), "host": m.group(3)}  # fmt: skip
         bus_id = _find(r"busId ([0-9a-fA-F:]+)", line)
         fields = {
-            "comm": _find(r"comm (0x[0-9a-fA-F]+)", line), "nranks": _int(_find(r"n[Rr]anks (\d+)", line)),
-            "nnodes": _int(_find(r"nNodes (\d+)", line)), "local_rank": _int(_find(r"localRank (\d+)", line)),
-            "local_ranks": _int(_find(r"localRanks (\d+)", line)),
-            "cuda_dev": _int(_find(r"cudaDev (\d+)", line)), "nvml_dev": _int(_find(r"nvmlDev (\d+)", line)),
+            "comm": _find(r"comm (0x[0-9a-fA-F]+)", line), "nranks": to_int(_find(r"n[Rr]anks (\d+)", line)),
+            "nnodes": to_int(_find(r"nNodes (\d+)", line)), "local_rank": to_int(_find(r"localRank (\d+)", line)),
+            "local_ranks": to_int(_find(r"localRanks (\d+)", line)),
+            "cuda_dev": to_int(_find(r"cudaDev (\d+)", line)), "nvml_dev": to_int(_find(r"nvmlDev (\d+)", line)),
             "bus_id": bus_id, "comm_id": _find(r"commId (0x[0-9a-fA-F]+)", line),
             "phase": _find(r" - (\w+ (?:COMPLETE|START))", line),
         }  # fmt: skip
         return {**row(kind, severity, {k: v for k, v in fields.items() if v is not None},
                       gpu=canonical_bdf(bus_id, nccl=True) if bus_id else None),
-                "rank": _int(_find(r" rank (\d+)", line))}  # fmt: skip
+                "rank": to_int(_find(r" rank (\d+)", line))}  # fmt: skip
 
     return enrich
 
@@ -200,13 +200,13 @@ def _comm(kind: str, severity: str):  # noqa: ANN202 - an enricher
 def _version(parts: dict[str, Any], text: str) -> dict[str, Any]:
     return row("nccl.version", "info", version=_find(r"NCCL version (\d+\.\d+(?:\.\d+)?(?:-\d+)?)", text),
                cuda=_find(r"(?:\+cuda|compiled with CUDA )(\d+(?:\.\d+)*)", text),
-               cuda_runtime=_int(_find(r"CUDA runtime version (\d+)", text)),
-               cuda_driver=_int(_find(r"driver version (\d+)", text)))  # fmt: skip
+               cuda_runtime=to_int(_find(r"CUDA runtime version (\d+)", text)),
+               cuda_driver=to_int(_find(r"driver version (\d+)", text)))  # fmt: skip
 
 
 def _ras(parts: dict[str, Any], text: str) -> dict[str, Any]:
     lines = text.split("\n")
-    ranks = [{"rank": int(r), "gpu": int(g), "pid": int(p), "node": n}
+    ranks = [{"rank": to_int(r), "gpu": to_int(g), "pid": to_int(p), "node": n}
              for r, g, p, n in re.findall(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on node (\S+)", text)]  # fmt: skip
     statuses = sorted(set(re.findall(r"\b(MISMATCH|TIMEOUT|ERROR|ABORTED|INCOMPLETE|DEAD|UNREACHABLE)\b", text)))
     detail: dict[str, Any] = {"section": lines[0].strip(), "statuses": statuses}
@@ -214,7 +214,7 @@ def _ras(parts: dict[str, Any], text: str) -> dict[str, Any]:
         detail["ranks"] = ranks
     counts = re.findall(r"(\d+) ranks? have launched up to operation (\d+)", text)
     if counts:
-        detail["op_counts"] = [{"ranks": int(a), "op": int(b)} for a, b in counts]
+        detail["op_counts"] = [{"ranks": to_int(a), "op": to_int(b)} for a, b in counts]
     return row("nccl.ras", "warning" if statuses else "info", detail)
 
 

@@ -46,6 +46,7 @@ from ..schema import GPUS
 from ..text import split_lines
 from . import derive, envelope, gpuseries, telemetry_rows
 from .base import SourceResult, events_table
+from .fields import to_float, to_int
 
 NAME = "nvsmi"
 #: A ``--query-gpu`` loop's samples: stamps in the machine's wall clock, a bare-number device is the GPU index.
@@ -172,7 +173,7 @@ def _typed(column: str, value: str | None) -> Any:
     """A printed value as its gpus column's type: "24564 MiB" → 24564, "Yes" → True, "N/A" → None."""
     if column in _INT_COLUMNS:
         number = _number(value)
-        return int(number) if number is not None else None
+        return to_int(number) if number is not None else None
     if column in _FLOAT_COLUMNS:
         return _number(value)
     if column in _BOOL_COLUMNS:
@@ -184,7 +185,7 @@ def _number(value: str | None) -> float | None:
     if value is None:
         return None
     m = re.match(r"\s*\[?(-?\d+(?:\.\d+)?)", value)
-    return float(m[1]) if m else None
+    return to_float(m[1]) if m else None
 
 
 def _bool(value: str | None) -> bool | None:
@@ -517,7 +518,7 @@ def _table_rows(lines: list[str]) -> list[dict[str, Any]]:
                 row["_lines"] = dict.fromkeys(("temp_gpu_c", "power_draw_w", "power_limit_w"), n + 1)
             if product == "ERR!" or cells.count("ERR!") >= 3:  # one ERR! (a power reading) is transient
                 row["_unreadable"] = cells.count("ERR!")
-            rows.append(row | {"index": int(index)})
+            rows.append(row | {"index": to_int(index)})
     return rows
 
 
@@ -711,8 +712,8 @@ def _csv_reasons(sample: dict[str, Any]) -> list[str] | None:
     if any(state is not None for state in states.values()):
         return [name for name, state in states.items() if state]
     mask = reasons.get("active") or ""
-    if re.fullmatch(r"0x[0-9A-Fa-f]+", mask):
-        return [name for bit, name in _REASON_BITS.items() if int(mask, 16) & bit]
+    if re.fullmatch(r"0x[0-9A-Fa-f]+", mask) and (word := to_int(mask, 16)) is not None:
+        return [name for bit, name in _REASON_BITS.items() if word & bit]
     return None
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..families import Families, row
 from .base import SourceResult
-from .fields import _data, _find, _first, _generic, _int
+from .fields import _data, _find, _first, _generic, to_float, to_int
 from .nccl import _nccl_codes
 
 NAME = "torch"
@@ -75,9 +75,8 @@ def _bytes(amount: str | None) -> int | None:
     if not amount:
         return None
     m = re.match(r"([\d.]+)\s*([KMGT]i?B|B|bytes)", amount.strip(), flags=re.IGNORECASE)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1))
+    number = to_float(m.group(1)) if m else None  # "73.952.19 MiB" (a garbled paste) is no size
+    return None if m is None or number is None else to_int(number * _UNITS.get(m.group(2).lower(), 1))
 
 
 def _pg_rank(text: str) -> tuple[int | None, str | None]:
@@ -85,32 +84,32 @@ def _pg_rank(text: str) -> tuple[int | None, str | None]:
     m = re.search(r"\[((?:PG [^\]\n]*?)?)Rank (\d+)\]", text)
     if not m:
         return None, None
-    return int(m.group(2)), (m.group(1).strip() or None)
+    return to_int(m.group(2)), (m.group(1).strip() or None)
 
 
 def _watchdog_timeout(parts: dict[str, Any], text: str) -> dict[str, Any]:
     rank, pg = _pg_rank(text)
     work = dict(re.findall(r"(\w+(?:\(ms\))?)=([^,)\n]*)", _find(r"WorkNCCL\(([^\n]*?)\) ran", text) or ""))
     fields = {
-        "seq": _int(work.get("SeqNum")), "op": work.get("OpType"), "numel_in": _int(work.get("NumelIn")),
-        "numel_out": _int(work.get("NumelOut")), "timeout_ms": _int(work.get("Timeout(ms)")),
-        "ran_ms": _int(_find(r"ran for (\d+) milliseconds", text)), "pg": pg,
+        "seq": to_int(work.get("SeqNum")), "op": work.get("OpType"), "numel_in": to_int(work.get("NumelIn")),
+        "numel_out": to_int(work.get("NumelOut")), "timeout_ms": to_int(work.get("Timeout(ms)")),
+        "ran_ms": to_int(_find(r"ran for (\d+) milliseconds", text)), "pg": pg,
     }  # fmt: skip
     return {**row("torch.watchdog_timeout", "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
 
 
 def _watchdog_progress(parts: dict[str, Any], text: str) -> dict[str, Any]:
     rank, pg = _pg_rank(text)
-    fields = {"seq": _int(_find(r"(?:at work|Timeout at NCCL work): (\d+)", text)),
-              "last_enqueued": _int(_find(r"last enqueued NCCL work: (-?\d+)", text)),
-              "last_completed": _int(_find(r"last completed NCCL work: (-?\d+)", text)), "pg": pg}  # fmt: skip
+    fields = {"seq": to_int(_find(r"(?:at work|Timeout at NCCL work): (\d+)", text)),
+              "last_enqueued": to_int(_find(r"last enqueued NCCL work: (-?\d+)", text)),
+              "last_completed": to_int(_find(r"last completed NCCL work: (-?\d+)", text)), "pg": pg}  # fmt: skip
     return {**row("torch.watchdog_progress", "error", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
 
 
 def _heartbeat(parts: dict[str, Any], text: str) -> dict[str, Any]:
     rank, pg = _pg_rank(text)
-    fields = {"stuck_s": _int(_find(r"got stuck for (\d+) seconds", text)),
-              "work_meta_size": _int(_find(r"workMetaList_\.size\(\)=(\d+)", text)), "pg": pg}  # fmt: skip
+    fields = {"stuck_s": to_int(_find(r"got stuck for (\d+) seconds", text)),
+              "work_meta_size": to_int(_find(r"workMetaList_\.size\(\)=(\d+)", text)), "pg": pg}  # fmt: skip
     return {**row("torch.heartbeat_timeout", "critical", {k: v for k, v in fields.items() if v is not None}), "rank": rank}
 
 
@@ -172,11 +171,11 @@ _SLURM_SIGNALS = {"Killed": "SIGKILL", "Terminated": "SIGTERM", "Segmentation fa
 
 def _job_exit(parts: dict[str, Any], text: str) -> dict[str, Any]:
     m = re.search(r"exitcode: (-?\d+)|exits with return code = (-?\d+)|Exited with exit code (\d+)", text)
-    code = _int(next((g for g in m.groups() if g is not None), None) if m else None)
+    code = to_int(next((g for g in m.groups() if g is not None), None) if m else None)
     srun = re.search(r"srun: error: (\S+): tasks? ([\d,\-]+): (Killed|Terminated|Segmentation fault|Aborted)", text)
     signal = _SIGNALS.get(-code) if code and code < 0 else (_SLURM_SIGNALS[srun[3]] if srun else None)
-    out = row("job.exit", "error" if code or signal else "info", code=code, pid=_int(_find(r"\(pid: (\d+)\)", text)),
-              local_rank=_int(_find(r"local_rank: (\d+)", text)), binary=_find(r"of binary: (\S+)", text),
+    out = row("job.exit", "error" if code or signal else "info", code=code, pid=to_int(_find(r"\(pid: (\d+)\)", text)),
+              local_rank=to_int(_find(r"local_rank: (\d+)", text)), binary=_find(r"of binary: (\S+)", text),
               signal=signal, tasks=_find(r"srun: error: \S+: tasks? ([\d,\-]+):", text))  # fmt: skip
     if host := _find(r"srun: error: (\S+): task", text):
         out["host"] = host
@@ -185,16 +184,16 @@ def _job_exit(parts: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _child_failed(parts: dict[str, Any], text: str) -> dict[str, Any]:
     fields = dict(re.findall(r"\n[ \t]+(time|host|rank|exitcode|error_file|traceback)[ \t]*:[ \t]*([^\n]*)", text))
-    code = _int(_find(r"^(-?\d+)", fields.get("exitcode", "")))
+    code = to_int(_find(r"^(-?\d+)", fields.get("exitcode", "")))
     signal = _find(r"Signal \d+ \((\w+)\)", fields.get("traceback", "")) or (_SIGNALS.get(-code) if code and code < 0 else None)
     detail = {
-        "failure": _int(_find(r"^\[(\d+)\]", text)), "time": fields.get("time"), "host": fields.get("host"),
-        "local_rank": _int(_find(r"local_rank: (\d+)", fields.get("rank", ""))), "signal": signal,
+        "failure": to_int(_find(r"^\[(\d+)\]", text)), "time": fields.get("time"), "host": fields.get("host"),
+        "local_rank": to_int(_find(r"local_rank: (\d+)", fields.get("rank", ""))), "signal": signal,
         "error_file": fields.get("error_file"), "traceback": fields.get("traceback"),
     }  # fmt: skip
     out = row("job.child_failed", "error", {k: v for k, v in detail.items() if v is not None},
-              code=code, pid=_int(_find(r"\(pid: (\d+)\)", fields.get("exitcode", ""))))
-    out["rank"] = _int(_find(r"^(\d+)", fields.get("rank", "")))
+              code=code, pid=to_int(_find(r"\(pid: (\d+)\)", fields.get("exitcode", ""))))
+    out["rank"] = to_int(_find(r"^(\d+)", fields.get("rank", "")))
     out["host"] = fields.get("host")
     if fields.get("time"):  # torchrun writes the agent's local time as 2023-06-14_22:36:10
         out["stamp"] = fields["time"].replace("_", "T", 1)
@@ -208,7 +207,7 @@ def _report(parts: dict[str, Any], text: str) -> dict[str, Any]:
 
 def _py_exception(parts: dict[str, Any], text: str) -> dict[str, Any]:
     lines = text.split("\n")
-    frames = [{"file": f, "line": int(n), "function": fn}
+    frames = [{"file": f, "line": to_int(n), "function": fn}
               for f, n, fn in re.findall(r'(?:^|\n)[ \t]+File "([^"\n]*)", line (\d+)(?:, in ([^\n]*))?', text)]  # fmt: skip
     # The exception lines are those no traceback line kind claims: not a frame, code, caret, header.
     exc_lines = [ln for ln in lines if ln.strip() and not re.match(
@@ -229,7 +228,7 @@ def _py_exception(parts: dict[str, Any], text: str) -> dict[str, Any]:
         out["detail"]["signal"] = "SIGKILL"
     if kind == "job.report":
         out["detail"]["script"] = _find(r"\n(\S+) FAILED", text)
-    rank = _int(_find(r"\bRank (\d+)\b", exc_text))
+    rank = to_int(_find(r"\bRank (\d+)\b", exc_text))
     if rank is not None:
         out["rank"] = rank
     node = _find(r"\bnode: (\S+)", exc_text)
@@ -251,7 +250,7 @@ def _error_line(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if kind in ("job.report", "torch.watchdog_timeout"):  # those need their own family's fields
         kind = "cuda.error"
     m = _CUDA_CODE.search(line)
-    cuda_code = int(next(g for g in m.groups() if g)) if m else None
+    cuda_code = to_int(next(g for g in m.groups() if g)) if m else None
     detail: dict[str, Any] = {"type": _find(r"^(?:\S*\s)?([A-Za-z_][\w.]*(?:Error|Exception))\b:?", line),
                               "error": line, "cuda_code": cuda_code, "traceback": False}  # fmt: skip
     if kind == "cuda.oom":
@@ -260,7 +259,7 @@ def _error_line(parts: dict[str, Any], text: str) -> dict[str, Any]:
         detail["signal"] = "SIGKILL" if "Killed" in line else None
     out = row(kind, "critical" if kind == "job.killed" else "error", {k: v for k, v in detail.items() if v is not None},
               code=cuda_code)  # fmt: skip
-    rank = _int(_find(r"\bRank (\d+)\b", line))
+    rank = to_int(_find(r"\bRank (\d+)\b", line))
     if rank is not None:
         out["rank"] = rank
     return out
@@ -278,14 +277,14 @@ def _oom_fields(text: str) -> dict[str, Any]:
     size = r"([\d.]+ ?[KMGT]i?B)"
     fields = {
         "tried_bytes": _bytes(_find(rf"Tried to allocate {size}", text)),
-        "gpu_index": _int(_find(r"\bGPU (\d+)", text)),
+        "gpu_index": to_int(_find(r"\bGPU (\d+)", text)),
         "total_bytes": _bytes(_find(rf"total capacity of {size}", text) or _find(rf"{size} total capacity", text)),
         "free_bytes": _bytes(_find(rf"of which {size} is free", text) or _find(rf"{size} free", text)),
         "process_bytes": _bytes(_find(rf"this process has {size} memory in use", text)),
         "allocated_bytes": _bytes(_find(rf"{size} is allocated by PyTorch", text) or _find(rf"{size} already allocated", text)),
         "reserved_unallocated_bytes": _bytes(_find(rf"{size} is reserved by PyTorch but unallocated", text)),
     }  # fmt: skip
-    others = [{"pid": int(p), "bytes": _bytes(b)} for p, b in re.findall(rf"Process (\d+) has {size} memory in use", text)]
+    others = [{"pid": to_int(p), "bytes": _bytes(b)} for p, b in re.findall(rf"Process (\d+) has {size} memory in use", text)]
     out: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if others:
         out["other_processes"] = others

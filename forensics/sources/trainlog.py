@@ -38,7 +38,7 @@ from typing import Any
 
 from ..families import Families, row
 from .base import SourceResult
-from .fields import _find, _first, _generic, _int
+from .fields import _find, _first, _generic, to_float, to_int
 
 NAME = "trainlog"
 FORMS = (
@@ -60,13 +60,13 @@ _SCALE = r"(\d[\d.]*(?:[eE][-+]?\d+)?)"
 
 
 def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
-    step = _int(_find(r"(?:on iteration|iteration) (\d+)", text))
+    step = to_int(_find(r"(?:on iteration|iteration) (\d+)", text))
     fields = {
-        "rank": _int(_find(r"\bRank (\d+)\b", text)),
-        "attempted_scale": _float(_find(rf"Attempted loss scale: {_SCALE}", text)),
-        "new_scale": _float(_find(rf"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.eE+-]+ to"
+        "rank": to_int(_find(r"\bRank (\d+)\b", text)),
+        "attempted_scale": to_float(_find(rf"Attempted loss scale: {_SCALE}", text)),
+        "new_scale": to_float(_find(rf"(?:reducing to|reducing loss scale to|dynamic loss scale from [\d.eE+-]+ to"
                                   rf"|setting loss scale to:) {_SCALE}", text)),
-        "hysteresis": _int(_find(r"Reducing hysteresis to (\d+)", text)),
+        "hysteresis": to_int(_find(r"Reducing hysteresis to (\d+)", text)),
         "at_minimum": True if re.search(r"already at minimum|Minimum loss scale reached", text) else None,
     }  # fmt: skip
     # the scale the step was tried at (else, apex, the one it falls to): a run of overflows at one scale
@@ -79,19 +79,13 @@ def _overflow(parts: dict[str, Any], text: str) -> dict[str, Any]:
     return out
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
 
 def _nonfinite(kind: str):  # noqa: ANN202 - an enricher
     def enrich(parts: dict[str, Any], text: str) -> dict[str, Any]:
-        out = row(kind, "error", text=_first(text), device=_int(_find(r"Device: (\d+)", text)),
+        out = row(kind, "error", text=_first(text), device=to_int(_find(r"Device: (\d+)", text)),
                   node=_find(r"node: (\S+)", text))  # fmt: skip
         out["detail"] = {k: v for k, v in out["detail"].items() if v is not None}
-        out["rank"] = _int(_find(r"\bRank (\d+)\b", text))
+        out["rank"] = to_int(_find(r"\bRank (\d+)\b", text))
         return out
 
     return enrich
