@@ -109,7 +109,6 @@ KNOWN_MISSES = {
     # blind batch 4 (corpus/BLIND.md), misses at the commit it was scored at:
     "drv-dcgmexp-84-a100-mig-gsp-xid120-119-exporter-sigkill-freeze": "driver: Xid 119/120 (GSP) read as the GPU's; the thread calls it a driver/firmware bug",
     "gpuhw-bigscience-tr11-176b-slow-gpu-5pct-throughput-drop-replaced": "gpu_hardware: a Megatron interval printed without its lm loss reads as NaN; the slow GPU shows only in throughput",
-    "cr-triton-6195-python-backend-shm-region-64mb-no-space-left": "container_runtime: Triton's python backend's shm 'No space left on device' reads as storage: no Triton catalog",
     "drv-testinfra-3967-a10g-525-89-nvidia-smi-err-gpu-crashed": "driver: nvidia-smi's ERR! reads as a lost GPU; the driver upgrade is the maintainers' response, not a diagnosis",
     "num-bigscience-tr8-104b-exp1-exp2-loss-divergence-end-of-lr-warmup": "numerical: the loss climbs 6.4 -> 10.2 over five intervals; no interval reaches 1.5x the level before it",
     "nvlink-pytorchciinfra-552-h100-fm-cloudinit-race-config-error-8": "nvlink: the fabric manager's 'config error type 8': no catalog row (FM is closed source)",
