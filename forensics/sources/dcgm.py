@@ -45,6 +45,7 @@ from .. import catalog
 from ..pci import canonical_bdf
 from ..text import split_lines
 from .base import SourceResult
+from .fields import to_int
 from .telemetry import Finding, Reading, number, other, result
 
 NAME = "dcgm"
@@ -210,8 +211,11 @@ def _series(n: int, m: re.Match[str]) -> tuple[list[Reading], list[Finding], int
     if m[4]:
         from datetime import UTC, datetime
 
-        stamp = int(m[4])
-        ts = datetime.fromtimestamp(stamp / (1000 if stamp > 10**11 else 1), tz=UTC)
+        stamp = to_int(m[4])
+        try:  # a garbled stamp leaves the reading undated
+            ts = None if stamp is None else datetime.fromtimestamp(stamp / (1000 if stamp > 10**11 else 1), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            ts = None
     device = labels.get("gpu")
     if device is not None and labels.get("GPU_I_ID"):
         device = f"{device}/{labels['GPU_I_ID']}"
@@ -223,7 +227,7 @@ def _series(n: int, m: re.Match[str]) -> tuple[list[Reading], list[Finding], int
     findings: list[Finding] = []
     xid = labels.get("xid") or labels.get("err_code")
     if value and (field_id in _XID_IDS or ("XID" in name and "xid" in labels)):
-        code = int(xid) if xid and xid.isdigit() else int(value)
+        code = to_int(xid) if xid and xid.isdigit() else to_int(value)
         text = labels.get("err_msg")
         findings.append(Finding(n, "gpu.xid", "error", f"{where}: Xid {code}" + (f", {text}" if text else ""), gpu=gpu,
                                 code=code, ts=ts, detail={**base, "text": text, "value": value}, samples=[n]))  # fmt: skip
@@ -235,7 +239,7 @@ def _series(n: int, m: re.Match[str]) -> tuple[list[Reading], list[Finding], int
                                 detail=base, samples=[n]))  # fmt: skip
     elif value and field_id == "311":
         findings.append(Finding(n, "gpu.ecc_uncorrectable", "critical", f"{where}: {value:g} volatile DBE", gpu=gpu,
-                                code=int(value), ts=ts, detail={**base, "volatile": value}, samples=[n]))  # fmt: skip
+                                code=to_int(value), ts=ts, detail={**base, "volatile": value}, samples=[n]))  # fmt: skip
     return readings, findings, 0
 
 
@@ -295,7 +299,7 @@ class _Diag:
                 elif not failed:
                     named = {g for msg in t["messages"] for g in [msg["gpu"], *re.findall(r"\bGPU\s?(\d+)\b", msg["text"])] if g}
                     failed = {i: t["line"] for i in sorted(named, key=int)} or {None: t["line"]}
-            for index, line in sorted(failed.items(), key=lambda kv: -1 if kv[0] is None else int(kv[0])):
+            for index, line in sorted(failed.items(), key=lambda kv: -1 if kv[0] is None else (to_int(kv[0]) or 0)):
                 texts = [msg["text"].strip() for msg in t["messages"] if msg["gpu"] in (None, index)
                          and (msg["gpu"] == index or index is None or re.search(rf"\bGPU\s?{index}\b", msg["text"])
                               or not re.search(r"\bGPU\s?\d+\b", msg["text"]))]  # fmt: skip
@@ -303,7 +307,7 @@ class _Diag:
                 out.append(Finding(line, "gpu.diag_fail", "error", f"dcgmi diag: {t['name']} failed on {who}"
                                    + (f": {texts[0]}" if texts else ""),
                                    detail={"test": t["name"], "section": t["section"], "result": t["result"],
-                                           "gpu_index": None if index is None else int(index),
+                                           "gpu_index": None if index is None else to_int(index),
                                            "message": " / ".join(texts) or None}))  # fmt: skip
         return out
 
@@ -336,7 +340,7 @@ def _diag_json(text: str) -> tuple[list[Finding], int, str | None]:
                         out.append(Finding(line, "gpu.diag_fail", "error", f"dcgmi diag: {node['name']} failed on {who}"
                                            + (f": {text_}" if text_ else ""),
                                            detail={"test": node["name"], "section": section, "result": "Fail",
-                                                   "gpu_index": None if index is None else int(index),
+                                                   "gpu_index": None if index is None else to_int(index),
                                                    "message": text_}))  # fmt: skip
             for value in node.values():
                 walk(value, section)
@@ -381,6 +385,6 @@ class _Health:
         return [Finding(i["line"], "gpu.health", severity.get(i["status"].lower(), "warning"),
                         f"dcgmi health: GPU {i['gpu']} {i['system']}: {i['status']}"
                         + (f" - {i['message']}" if i["message"] else ""),
-                        detail={"gpu_index": int(i["gpu"]), "system": i["system"], "status": i["status"],
+                        detail={"gpu_index": to_int(i["gpu"]), "system": i["system"], "status": i["status"],
                                 "message": i["message"] or None})
                 for i in self.items if i["status"].lower() != "healthy"]  # fmt: skip

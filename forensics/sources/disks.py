@@ -45,6 +45,7 @@ from zoneinfo import ZoneInfo
 
 from ..text import split_lines
 from .base import SourceResult
+from .fields import to_int
 from .telemetry import Finding, Reading, number, other, result, zone
 
 NAME = "disks"
@@ -144,7 +145,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
                 readings.append(Reading(n, metric, float(m[7]), None, device=disk.device))
                 disk.values[metric] = (float(m[7]), n)
             if m[6] in ("FAILING_NOW", "In_the_past"):
-                disk.failing.append({"id": int(m[1]), "name": m[2], "when_failed": m[6], "line": n})
+                disk.failing.append({"id": to_int(m[1]), "name": m[2], "when_failed": m[6], "line": n})
         elif m := _IOSTAT_HEAD.match(text):
             columns, records = m[1].split(), records + 1
         elif columns is not None and (row := text.split()) and len(row) == len(columns) + 1 and _numbers(row[1:]):
@@ -198,9 +199,9 @@ class _Disk:
             severity = "critical" if failed else "error"
             lines += [a["line"] for a in self.failing]
         warning, line = self.values.get("critical_warning", (0.0, 0))
-        bits = [name for i, name in enumerate(_WARNING_BITS) if int(warning) >> i & 1]
+        bits = [name for i, name in enumerate(_WARNING_BITS) if (to_int(warning) or 0) >> i & 1]
         if warning:
-            reasons.append(f"critical warning 0x{int(warning):02x} ({', '.join(bits) or 'reserved bits'})")
+            reasons.append(f"critical warning 0x{to_int(warning) or 0:02x} ({', '.join(bits) or 'reserved bits'})")
             severity, lines = ("critical" if failed else "error"), lines + [line]
         for metric, label, level in _COUNTED:
             value, line = self.values.get(metric, (0.0, 0))

@@ -51,6 +51,7 @@ from ..grammar import parser
 from ..pci import canonical_bdf
 from ..text import split_lines
 from .base import SourceResult
+from .fields import to_int
 from .telemetry import Finding, Reading, other, result
 
 NAME = "lspci"
@@ -161,7 +162,7 @@ def _link(parts: list[list[Any]]) -> tuple[int | None, int | None, str | None, s
         if len(words) >= 2 and words[0] == "Speed":
             gen, gen_state = _GEN.get(words[1]), state
         elif len(words) >= 2 and words[0] == "Width" and re.fullmatch(r"x\d+", words[1]):
-            width, width_state = int(words[1][1:]), state
+            width, width_state = to_int(words[1][1:]), state
     return gen, width, gen_state, width_state
 
 

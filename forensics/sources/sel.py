@@ -207,7 +207,7 @@ def _redfish(text: str, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataF
     gaps: list[tuple[int, str]] = []
     try:
         _walk(json.loads(text), entries, text)
-    except json.JSONDecodeError:
+    except ValueError:  # JSONDecodeError, or a number too long for int()
         gaps = _scan(text, entries)
     left = telemetry_rows.unparsed_frame(pl.DataFrame(gaps, schema={"line": pl.Int64, "text": pl.String}, orient="row"))
     if not entries:
@@ -264,7 +264,7 @@ def _scan(text: str, out: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, s
     while at >= 0:
         try:
             value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or a number too long for int()
             at = text.find("{", at + 1)
             continue
         if _is_entry(value):
