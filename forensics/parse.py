@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from . import messages, sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS
-from .sources import joblog, journal, nvsmi
-from .sources.base import SourceResult, events_table
+from .sources import joblog, journal, kernel, nvsmi
+from .sources.base import SourceResult, count_lines, events_table
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -28,6 +28,9 @@ ON_ERROR = ("keep", "warn", "raise")
 UNCLAIMED_READ_BYTES = 64 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
+#: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
+#: :mod:`forensics.sources.interest`); the kernel's are streamed in chunks.
+LINE_SOURCES = ("kernel", "journal")
 
 
 @dataclass
@@ -70,6 +73,7 @@ def parse_bytes(
     timezone: str | None = None,
     on_error: str = "keep",
     unclaimed: str = "other",
+    all_lines: bool = False,
 ) -> Parsed:
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
 
@@ -80,6 +84,10 @@ def parse_bytes(
     failed power supply, a container runtime's error) and those with words of trouble; its ``files`` row
     keeps ``source`` null and counts every line. One larger than :data:`UNCLAIMED_READ_BYTES` is only
     counted, and its ``files.error`` says so.
+
+    Line-oriented logs (kernel, journal text) give the records of interest
+    (:mod:`forensics.sources.interest`); ``all_lines=True`` keeps every other record too, as ``other``
+    rows. Either way ``files.lines`` counts every line.
     """
     if on_error not in ON_ERROR:
         raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
@@ -101,12 +109,13 @@ def parse_bytes(
     module = sources.get(chosen or "kernel")
     split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
     head, rest = (data, b"") if split is None else _cut(data, split)
+    lined = {"all_lines": all_lines} if (chosen or "kernel") in LINE_SOURCES else {}
     result: SourceResult = module.parse(
-        head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
+        head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error, **lined
     )
     if rest.strip():  # a file is read by every family whose records it holds: the output after the dump
         after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                            on_error=on_error, unclaimed=unclaimed)  # fmt: skip
+                            on_error=on_error, unclaimed=unclaimed, all_lines=all_lines)  # fmt: skip
         result = _joined(result, after, offset=split or 0)
     gpus = result.gpus if result.gpus is not None else GPUS.empty_table()
     metrics = result.metrics if result.metrics is not None else METRICS.empty_table()
@@ -153,11 +162,6 @@ def _said(events: pa.Table) -> pa.Table:
     return keep.drop("_i").to_arrow().cast(events.schema)
 
 
-def count_lines(data: bytes) -> int:
-    """Lines in ``data``, the last one counted even without its newline."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-
-
 def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int,
                confidence: float | None = None) -> pa.Table:  # fmt: skip
     error = result.error
@@ -180,27 +184,30 @@ def _choose(head: bytes, source: str) -> tuple[str | None, float | None]:
 
 
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
-                    year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> Iterator[Parsed]:  # fmt: skip
-    """Like :func:`parse_path`, in pieces: a journal in ``-o json`` or ``-o export`` form and a job's output
-    (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole records, so memory
-    stays bounded whatever their size; other files come whole. The ``files`` row comes with the last
-    piece (the others have none).
+                    year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+                    all_lines: bool = False) -> Iterator[Parsed]:  # fmt: skip
+    """Like :func:`parse_path`, in pieces: a kernel log, a journal in ``-o json`` or ``-o export`` form and
+    a job's output (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole
+    records, so memory stays bounded whatever their size; other files come whole. The ``files`` row
+    comes with the last piece (the others have none).
     """
     p = Path(path)
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         chosen, confidence = _choose(head, source)
-        streamed = chosen in JOB_SOURCES or (chosen == "journal" and journal._mode(head) != "text")
+        streamed = chosen in (*JOB_SOURCES, "kernel") or (chosen == "journal" and journal._mode(head) != "text")
         if not streamed:
             stream.close()
             yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                             on_error=on_error)  # fmt: skip
+                             on_error=on_error, all_lines=all_lines)  # fmt: skip
             return
         if on_error not in ON_ERROR:
             raise InputError(f"on_error must be one of {', '.join(ON_ERROR)}, not {on_error!r}")
         options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
         if chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]
+        elif chosen == "kernel":
+            chunks = kernel.iter_parse(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
         else:
             chunks = joblog.iter_parse(stream.read, source=chosen, **options)  # type: ignore[arg-type]
         records = unparsed = 0
