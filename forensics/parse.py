@@ -237,6 +237,7 @@ def parse_file(
     timezone: str | None = None,
     on_error: str = "keep",
     table: str = "events",
+    all_lines: bool = False,
 ) -> pa.Table:
     """Parse one log file into the ``events`` table (or, with ``table="gpus"``, the ``gpus`` table of
     an nvidia-smi dump; ``table="metrics"``, the training steps of a job log; ``table="files"``, the
@@ -245,7 +246,8 @@ def parse_file(
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
     ``on_error``: ``keep`` (unparsed records become ``unparsed`` rows), ``warn`` (also noted in the
-    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`).
+    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`); ``all_lines``: kernel and
+    journal text keep the records of no interest too, as ``other`` rows.
 
     >>> import forensics, tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
@@ -257,7 +259,7 @@ def parse_file(
     if table not in ("events", "gpus", "metrics", "files"):
         raise InputError(f"table must be events, gpus, metrics or files, not {table!r}")
     parsed = parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                        on_error=on_error)  # fmt: skip
+                        on_error=on_error, all_lines=all_lines)  # fmt: skip
     return getattr(parsed, table)
 
 
