@@ -95,11 +95,16 @@ def test_hyperscan_and_polars_find_the_same_lines_of_interest(case: Path, monkey
         data += b"\n"
     lines, _ = split_lines(data)
     prefilters = (kernel.KERNEL.prefilter(),)
-    monkeypatch.setattr(interest, "HYPERSCAN_BYTES", 1 << 40)
-    by_polars = interest.of_interest(lines, data, prefilters)
     monkeypatch.setattr(interest, "HYPERSCAN_BYTES", 0)
     by_hyperscan = interest.of_interest(lines, data, prefilters)
-    assert by_hyperscan.to_list() == by_polars.to_list()
+    monkeypatch.setattr(interest, "HYPERSCAN_BYTES", 1 << 40)
+    monkeypatch.setattr(interest, "PYTHON_ROWS", 1 << 40)
+    monkeypatch.setattr(interest, "_database", lambda _: None)
+    by_python = interest.of_interest(lines, data, prefilters)
+    monkeypatch.setattr(interest, "PYTHON_ROWS", 0)
+    by_polars = interest.of_interest(lines, data, prefilters)
+    assert by_hyperscan.to_list() == by_polars.to_list() == by_python.to_list()
+    assert by_polars.any() or not lines.str.contains(kernel.KERNEL.prefilter()).any()
 
 
 def test_lines_of_no_interest_are_counted_and_kept_on_request(tmp_path: Path) -> None:

@@ -36,6 +36,8 @@ import polars as pl
 from .. import messages
 from ..regex import for_python
 
+#: Up to this many lines the patterns run in Python (``re``, compiled once per process).
+PYTHON_ROWS = 256
 #: Above this many bytes per chunk the lines of interest are found with Hyperscan (when installed).
 HYPERSCAN_BYTES = 1 << 20
 
@@ -53,21 +55,44 @@ def of_interest(lines: pl.Series, data: bytes | None, prefilters: tuple[str, ...
     """Which of ``lines`` are of interest (a Boolean column). ``data`` is the bytes the lines were split
     from, one line per ``\\n`` (for the Hyperscan scan), or None."""
     pats = patterns(prefilters)
-    if data is not None and len(data) >= HYPERSCAN_BYTES and (db := _database(pats)) is not None:
+    big = data is not None and len(data) >= HYPERSCAN_BYTES
+    if (big or len(lines) <= PYTHON_ROWS) and (db := _database(pats)) is not None:
+        if data is None or b"\r" in data:  # (the lines as read: dedented, without their carriage returns)
+            data = "\n".join(lines.to_list()).encode("utf-8", "surrogateescape") + b"\n"
         rows = _scan(db, data, len(lines))
-        sub = lines.gather(rows)
-        keep = _passes(sub, pats)
-        out = pl.Series("interest", [False], dtype=pl.Boolean).extend_constant(False, len(lines) - 1) if len(lines) else pl.Series("interest", [], dtype=pl.Boolean)
+        # a match of the whole chunk may run over a line's end (``\s``, ``[^|]``): each line is scanned alone
+        keep = [_matches(db, line.encode("utf-8", "surrogateescape")) for line in lines.gather(rows).to_list()]
+        out = pl.Series("interest", [False] * len(lines), dtype=pl.Boolean)
         if rows.len():
-            out.scatter(rows.filter(keep), True)
+            out.scatter(rows.filter(pl.Series(keep, dtype=pl.Boolean)), True)
         return out
     return _passes(lines, pats)
+
+
+def _matches(db: object, text: bytes) -> bool:
+    """Whether ``text`` holds a match (the scan stops at the first)."""
+    import hyperscan
+
+    try:
+        db.scan(text, match_event_handler=lambda *_: True)  # type: ignore[attr-defined]
+    except hyperscan.ScanTerminated:
+        return True
+    return False
 
 
 def _passes(lines: pl.Series, pats: tuple[str, ...]) -> pl.Series:
     if lines.len() == 0:
         return pl.Series("interest", [], dtype=pl.Boolean)
+    if lines.len() <= PYTHON_ROWS:  # (compiled once per process: Polars would compile them again per call)
+        compiled = _python(pats)
+        return pl.Series("interest", [any(rx.search(line) for rx in compiled) for line in lines.to_list()],
+                         dtype=pl.Boolean)  # fmt: skip
     return pl.select(pl.any_horizontal(pl.lit(lines).str.contains(p) for p in pats).alias("interest")).to_series()
+
+
+@cache
+def _python(pats: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(for_python(p)) for p in pats)
 
 
 def _scan(db: object, data: bytes, n_lines: int) -> pl.Series:

@@ -838,6 +838,7 @@ def parse_text(
     before ``data`` in it, when ``data`` is a chunk of a file.
     """
     lines, bad_utf8 = split_lines(data)
+    raw = lines
     if indented is not False:  # (a file read in chunks is dedented as its first chunk is)
         lines = dedent(lines, least=1)
     n_lines = len(lines)
@@ -849,7 +850,7 @@ def parse_text(
         if with_envelope is not None:
             env = with_envelope(env, lines)
     if not (all_lines or full):
-        hits = interest.of_interest(lines, data, (KERNEL.prefilter(),))
+        hits = interest.of_interest(lines, data if lines is raw else None, (KERNEL.prefilter(),))
         if services is not None and env is not None:
             service = pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")
             said = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("msg")).str.contains(services.prefilter())
@@ -860,6 +861,7 @@ def parse_text(
         rows, hit_rows = _around(lines, hits, shape)
         lines = lines.gather(rows)
         env = env[rows] if env is not None else envelope.split(lines)
+    del raw
     assert env is not None
     grouped = group_records(env, lines, stamp_share=stamp_share)
     del lines, env  # the records hold the text from here on; a big log should not be kept twice
