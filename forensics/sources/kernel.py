@@ -9,6 +9,10 @@ boot), ``disk.nvme``, ``disk.io_error``, ``fs.readonly``, ``fs.error``; every ot
 with a masked ``template``; a record whose family grammar rejects it is ``unparsed``.
 
 Stages, as every source has them: split into records → prefilter → Lark parse → transform → normalize.
+Before them a log is cut into chunks where a record starts (:func:`iter_parse`, one chunk held at a
+time), and in each chunk only the records with a line of interest (:mod:`.interest`: a family's or a
+message catalog's anchor, words of trouble, a boot marker) go through the stages; the other lines are
+counted (``lines``), or kept as ``other`` rows with ``all_lines=True``.
 
 * **records**: continuation lines (unstamped indented lines, stack and register dumps, AER detail
   lines, OOM report bodies, EDAC/MCE/mlx5 health dumps, SXid follow-ups; ``data/kernel_records.toml``)
