@@ -897,10 +897,14 @@ def _around(lines: pl.Series, hits: pl.Series, shape: _Shape) -> tuple[pl.Series
     keep: list[int] = []
     done = 0  # rows before this one are placed
     starts: dict[int, bool] = {}
+    blocks: dict[int, list[str]] = {}  # the lines near the hits, read from the column 256 at a time
 
     def starts_at(j: int) -> bool:
         if j not in starts:
-            starts[j] = shape.starts(lines[j])
+            b = j >> 8
+            if b not in blocks:
+                blocks[b] = lines.slice(b << 8, 256).to_list()
+            starts[j] = shape.starts(blocks[b][j & 255])
         return starts[j]
 
     for k in hits.arg_true().to_list():
