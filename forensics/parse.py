@@ -169,7 +169,7 @@ def _files_row(result: SourceResult, *, incident: str, file: str, source: str | 
         note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
         error = f"{error}; {note}" if error else note
     row = {"incident": incident, "file": file, "source": source, "bytes": size, "lines": result.lines,
-           "records": result.records, "unparsed": result.unparsed, "error": error, "host": None,
+           "records": result.records, "unparsed": result.unparsed, "error": error, "host": result.host,
            "confidence": None if confidence is None else round(confidence, 3)}  # fmt: skip
     return pa.Table.from_pylist([row], schema=FILES)
 
@@ -221,7 +221,8 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
     if chosen in JOB_SOURCES and last is not None:  # the job log's totals come with its last piece
         records, unparsed = last.records, last.unparsed
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
-                         error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0)  # fmt: skip
+                         error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0,
+                         host=last.host if last else None)  # fmt: skip
     files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size,
                        confidence=confidence)
     yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())

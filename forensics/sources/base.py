@@ -36,6 +36,7 @@ class SourceResult:
     metrics: pa.Table | None = None  # training logs: one row per step and metric
     samples: pa.Table | None = None  # telemetry: one row per reading (schema.SAMPLES)
     year: int | None = None  # line-oriented logs: the year that dated year-less stamps (carried to the next chunk)
+    host: str | None = None  # line-oriented logs: the host its first lines name most (rows of no interest too)
 
 
 def count_lines(data: bytes) -> int:

@@ -714,7 +714,7 @@ def iter_parse(
                             line_offset=lines, **options)  # fmt: skip
         lines += count_lines(chunk)
         bad += result.invalid_utf8_lines
-        result.lines, result.invalid_utf8_lines = lines, bad
+        result.lines, result.invalid_utf8_lines, result.host = lines, bad, shape.host
         year = year if year is not None else result.year
         yield result
     if not lines:
@@ -728,7 +728,7 @@ def combine(chunks: list[SourceResult]) -> SourceResult:
     events = chunks[0].events if len(chunks) == 1 else pa.concat_tables([c.events for c in chunks])
     return SourceResult(events, lines=last.lines, records=sum(c.records for c in chunks),
                         unparsed=sum(c.unparsed for c in chunks), error=errors[0] if errors else None,
-                        invalid_utf8_lines=last.invalid_utf8_lines)  # fmt: skip
+                        invalid_utf8_lines=last.invalid_utf8_lines, host=last.host)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -738,6 +738,7 @@ class _Shape:
 
     share: float
     indented: bool | None = None  # a paste indented as a whole (None: decide for each piece)
+    host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
 
     @staticmethod
     def of(head: bytes) -> _Shape:
@@ -751,7 +752,9 @@ class _Shape:
         lines = dedent(raw, least=1)
         env = envelope.split(lines)
         share = float(env.get_column("stamped").mean() or 0.0) if env.height else 0.0
-        return _Shape(share, indented=not lines.equals(raw))
+        hosts = env.get_column("host").drop_nulls()
+        host = hosts.mode().sort().first() if hosts.len() else None
+        return _Shape(share, indented=not lines.equals(raw), host=host)  # type: ignore[arg-type]
 
     def starts(self, line: str) -> bool:
         """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
