@@ -290,8 +290,10 @@ def median_of(runs: int, fn) -> dict:
 
 
 def grep_count(pattern: str, path: Path) -> dict:
+    """``LC_ALL=C grep -E -c PATTERN PATH``: the baseline every ratio is taken against."""
     t = time.perf_counter()
-    proc = subprocess.run(["grep", "-E", "-c", pattern, str(path)], capture_output=True, text=True)
+    proc = subprocess.run(["grep", "-E", "-c", pattern, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"})  # fmt: skip
     elapsed = time.perf_counter() - t
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"grep failed: {proc.stderr}")
@@ -318,6 +320,110 @@ def streamed_figures(path: Path, **reference_mb_per_s: float) -> dict:
             **{f"vs_{name}_mb_per_s": round(mb_per_s / ref, 2) for name, ref in reference_mb_per_s.items()}}  # fmt: skip
 
 
+CHILD_ONE_SMALL = """
+import json, resource, statistics, sys, time
+from pathlib import Path
+from forensics.parse import parse_bytes
+data = Path(sys.argv[1]).read_bytes()
+parse_bytes(data, file="x")  # the first call builds the grammars and compiles the patterns
+times = []
+for _ in range(int(sys.argv[2])):
+    t = time.perf_counter()
+    parse_bytes(data, file="x")
+    times.append(time.perf_counter() - t)
+print(json.dumps({"seconds": statistics.median(times), "rows": len(times), "median_ms": statistics.median(times) * 1000,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+#: A ~1 KB real sample for the small-file row of issue 33 (tests/golden/PROVENANCE.md).
+ONE_SMALL = HERE.parent / "tests" / "golden" / "kernel" / "syslog-xid79-then-empty-message-line-old-fallen-off-bus-crash-dump-repeated-stamp-01.log"
+
+
+def first_rows(path: Path, rows: int = 3) -> dict:
+    """``forensics parse PATH | head -3``: seconds until the first ``rows`` lines (the header and the
+    first rows of the table), and the parser's RSS then (psutil), the process ended after."""
+    import psutil
+
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "parse", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    peak = 0.0
+    for _ in range(rows):
+        proc.stdout.readline()  # type: ignore[union-attr]
+    elapsed = time.perf_counter() - t
+    try:
+        peak = psutil.Process(proc.pid).memory_info().rss / 2**20
+    except psutil.Error:
+        pass
+    proc.kill()
+    proc.wait()
+    return {"seconds": elapsed, "rss_mb": peak, "rows": rows}
+
+
+def issue_33_section(args: argparse.Namespace) -> dict:
+    """Each row of issue 33's table, in one run, against ``LC_ALL=C grep -E -c`` with the families'
+    anchors on the same file: the CLI end to end as a user runs it, its peak RSS (``ru_maxrss`` of the
+    child), and the target met or missed by how much."""
+    from gen_joblog import write as write_job
+    from gen_kernel import generate
+
+    from forensics.grammar import family_grammar
+
+    OUT.mkdir(exist_ok=True)
+    kernel_pattern = to_ere(family_grammar("kernel").prefilter_regex())
+    job_pattern = "|".join(f"({to_ere(family_grammar(n).prefilter_regex())})" for n in ("nccl", "traceback", "trainlog"))
+    out: dict = {}
+
+    def kernel_log(lines: int, name: str) -> Path:
+        path = OUT / name
+        if not path.exists():
+            with path.open("wb") as f:  # in slices of a million lines: the generator holds a slice
+                for start in range(0, lines, 1_000_000):
+                    f.write(generate(min(1_000_000, lines - start), seed=1 + start // 1_000_000))
+        return path
+
+    def streamed(label: str, path: Path, pattern: str, target_ratio: float, target_rss: float) -> dict:
+        grep = median_of(3, lambda: grep_count(pattern, path))
+        ours = child(CHILD_STREAM, path)
+        mb = path.stat().st_size / 1e6
+        ratio = ours["seconds"] / grep["seconds"]
+        row = {"file_mb": round(mb, 1), "seconds": round(ours["seconds"], 2), "mb_per_s": round(mb / ours["seconds"], 1),
+               "grep_seconds": round(grep["seconds"], 3), "grep_mb_per_s": round(mb / grep["seconds"], 1),
+               "grep_matches": grep["rows"], "rows": ours["rows"],
+               "over_grep": round(ratio, 1), "peak_rss_mb": round(ours["rss_mb"]),
+               "target": f"<= {target_ratio:g}x grep, <= {target_rss:g} MB",
+               "ratio_met": ratio <= target_ratio, "rss_met": ours["rss_mb"] <= target_rss,
+               "missed_by": None if ratio <= target_ratio else f"{ratio / target_ratio:.1f}x"}  # fmt: skip
+        print(f"  {label:<46} {mb:>7.0f} MB {ours['seconds']:>7.1f} s {row['mb_per_s']:>7.1f} MB/s "
+              f"{ratio:>6.1f}x grep  peak {row['peak_rss_mb']:>5} MB  {ours['rows']:>9,} rows")
+        return row
+
+    print("issue 33 (the CLI end to end; ratios against LC_ALL=C grep -E -c with the families' anchors):")
+    out["kernel_290mb_parquet"] = streamed("kernel log 3 M lines -> parse --format parquet",
+                                           kernel_log(args.issue33_lines, f"kernel-{args.issue33_lines}.log"),
+                                           kernel_pattern, 8, 500)  # fmt: skip
+    if args.issue33_gb_lines:
+        out["kernel_1gb_parquet"] = streamed("kernel log ~1 GB -> parse --format parquet",
+                                             kernel_log(args.issue33_gb_lines, f"kernel-{args.issue33_gb_lines}.log"),
+                                             kernel_pattern, 8, 500)  # fmt: skip
+    job = OUT / f"job-{args.job_mb}.log"
+    if not job.exists():
+        write_job(job, args.job_mb, seed=1)
+    out["job_64mb_parquet"] = streamed(f"job log {args.job_mb} MB -> parse --format parquet", job, job_pattern, 30, 400)
+    small = child(CHILD_ONE_SMALL, ONE_SMALL, "200")
+    out["small_parse_bytes"] = {"file": ONE_SMALL.name, "bytes": ONE_SMALL.stat().st_size,
+                                "median_ms": round(small["median_ms"], 2), "target": "<= 5 ms",
+                                "met": small["median_ms"] <= 5}  # fmt: skip
+    print(f"  {'one ~1 KB real sample, parse_bytes, median':<46} {small['median_ms']:>7.1f} ms (target <= 5 ms)")
+    dmesg = kernel_log(args.issue33_head_lines, f"kernel-{args.issue33_head_lines}.log")
+    first = median_of(3, lambda: first_rows(dmesg))
+    out["head_3_first_rows"] = {"file_mb": round(dmesg.stat().st_size / 1e6, 1), "seconds": round(first["seconds"], 2),
+                                "rss_mb_then": round(first["rss_mb"]), "target": "< 1 s", "met": first["seconds"] < 1}  # fmt: skip
+    print(f"  {'forensics parse F | head -3 (first rows)':<46} {out['head_3_first_rows']['file_mb']:>7.0f} MB "
+          f"{first['seconds']:>7.2f} s  RSS then {first['rss_mb']:.0f} MB (target < 1 s)")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="gpu-forensics benchmarks")
     ap.add_argument("--lines", type=int, default=1_000_000)
@@ -330,7 +436,17 @@ def main() -> None:
     ap.add_argument("--diagnose-incidents", type=int, default=10_000, help="incidents in the diagnosis benchmark")
     ap.add_argument("--diagnose-seeds", type=int, default=40, help="synthetic incidents they are copied from")
     ap.add_argument("--quick", action="store_true", help="100k lines, 1 run, 64 MB journal, 8/32 MB job output, 100 incidents")
+    ap.add_argument("--issue33-lines", type=int, default=3_000_000, help="lines of issue 33's kernel log (~290 MB)")
+    ap.add_argument("--issue33-gb-lines", type=int, default=11_000_000, help="lines of the ~1 GB kernel log (0: none)")
+    ap.add_argument("--issue33-head-lines", type=int, default=700_000, help="lines of the ~60 MB dmesg of `| head -3`")
+    ap.add_argument("--only", choices=["issue33"], help="run one section; its figures replace those in results.json")
     args = ap.parse_args()
+    if args.only == "issue33":
+        results_path = HERE / "results.json"
+        kept = json.loads(results_path.read_text()) if results_path.exists() else {}
+        kept["issue_33"] = issue_33_section(args)
+        results_path.write_text(json.dumps(kept, indent=2) + "\n")
+        return
     if args.quick:
         args.lines, args.runs, args.journal_mb, args.job_mb, args.job_stream_mb = 100_000, 1, 64, 8, 32
         args.incidents, args.diagnose_incidents, args.diagnose_seeds = 100, 1000, 10
@@ -400,6 +516,8 @@ def main() -> None:
     diagnosis = diagnose_section(args)
     out = {"small_files": small, "kernel": {"summary": summary, "runs": results}, "journal_json_stream": journal,
            "joblog": job, "ingest": ingest, "diagnose": diagnosis}
+    print()
+    out["issue_33"] = issue_33_section(args)
     out["issue_26_targets"] = speed_targets(out)
     print()
     out["where_time_goes"] = where_time_goes(log, OUT / f"job-{args.job_mb}.log")

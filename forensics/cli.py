@@ -22,6 +22,7 @@ import pyarrow as pa
 from . import output, sources
 from .errors import ForensicsError, InputError
 from .parse import ON_ERROR, Parsed, check_options, iter_parse_path, parse_bytes
+from .sources.base import events_table
 from .stats import BY as STATS_BY
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")
@@ -57,8 +58,10 @@ def main(debug: bool) -> None:
 @click.option("--table", "table_name", type=click.Choice(["events", "gpus", "metrics", "samples"]), default="events",
               show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps; "
               "samples: telemetry readings (sensors, GPU series).")
+@click.option("--all-lines", is_flag=True,
+              help="Kernel and journal text: keep every line as a row (the lines of no interest as `other`).")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
-              year: int | None, timezone: str | None, incident: str, table_name: str) -> None:  # fmt: skip
+              year: int | None, timezone: str | None, incident: str, table_name: str, all_lines: bool) -> None:  # fmt: skip
     """Parse log files into event rows (FILE `-` reads standard input).
 
     Example: forensics parse dmesg.log --format jsonl -o events.jsonl
@@ -72,7 +75,8 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
     if missing:
         what = "is a directory" if Path(missing[0]).is_dir() else "no such file"
         raise InputError(f"{missing[0]}: {what}")
-    options = {"source": source, "incident": incident, "year": year, "timezone": timezone, "on_error": on_error}
+    options = {"source": source, "incident": incident, "year": year, "timezone": timezone, "on_error": on_error,
+               "all_lines": all_lines}
     if table_name != "events" and fmt in ("table", "summary"):
         raise InputError(f"--table {table_name} prints as jsonl, csv or parquet")
     with _destination(out, binary=fmt == "parquet") as stream:
@@ -102,14 +106,22 @@ class _Writer:
         self.files: list[pa.Table] = []
         self.parquet: Any = None
         self.header = True
+        self.widths: list[int] = []
+        self.any = False
 
     def add(self, parsed: Parsed) -> None:
         rows = getattr(parsed, self.table)
         self.files.append(parsed.files)
-        if self.fmt in ("table", "summary"):
+        if self.fmt == "summary":
             self.kept.append(rows)
+        elif self.fmt == "table":  # (aligned as the widths seen so far allow: the rows come as they are read)
+            self.any = self.any or rows.num_rows > 0
+            self.stream.write(output.table_text(rows, widths=self.widths))
+            self.stream.flush()
         elif rows.num_rows or (self.fmt == "parquet" and self.parquet is None):
             self._write(rows)
+            if self.fmt != "parquet":
+                self.stream.flush()
 
     def _write(self, rows: pa.Table) -> None:
         if self.fmt == "jsonl":
@@ -128,8 +140,8 @@ class _Writer:
 
     def close(self) -> None:
         files = pa.concat_tables(self.files) if self.files else pa.table({})
-        if self.fmt == "table":
-            self.stream.write(output.table_text(pa.concat_tables(self.kept)))
+        if self.fmt == "table" and not self.any:
+            self.stream.write(output.table_text(events_table([])))
         elif self.fmt == "summary":
             self.stream.write(output.summary_text(pa.concat_tables(self.kept), files))
         elif self.parquet is not None:

@@ -92,15 +92,21 @@ def csv_text(events: pa.Table, *, header: bool = True) -> str:
     return df.with_columns(pl.col(pl.List(pl.String)).list.join(";")).write_csv(include_header=header)
 
 
-def table_text(events: pa.Table) -> str:
-    """An aligned, human-readable table: line, time, host, kind, severity, gpu, code, message."""
+def table_text(events: pa.Table, *, widths: list[int] | None = None, paths: bool = False) -> str:
+    """An aligned, human-readable table: line, time, host, kind, severity, gpu, code, message.
+
+    Written in pieces (``forensics parse`` prints each chunk as it is read): pass the same ``widths``
+    list to every call; the first call with rows prints the header and fills it, the next ones widen
+    the columns when a value needs it and print no header, an empty piece prints nothing. ``paths``: name
+    files by their paths as given (the caller knows two of its files share a name), not by their names.
+    """
     df = _frame(events)
     if df.height == 0:
-        return "(no events)\n"
+        return "" if widths is not None else "(no events)\n"
     files = df.get_column("file").unique()
     # a file's name alone, unless two files share it (a/job.log, b/job.log): then the paths as given
     name = pl.col("file").str.split("/").list.last()
-    where = name if files.str.split("/").list.last().n_unique() == files.len() else pl.col("file")
+    where = pl.col("file") if paths or files.str.split("/").list.last().n_unique() < files.len() else name
     view = df.select(
         pl.concat_str(where, pl.lit(":"), pl.col("line").cast(pl.String)).alias("where"),
         pl.coalesce(
@@ -117,10 +123,14 @@ def table_text(events: pa.Table) -> str:
     )
     rows = view.rows()
     names = ["WHERE", "TIME", "HOST", "KIND", "SEVERITY", "GPU", "CODE", "MESSAGE"]
-    widths = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(len(names) - 1)]
-    out = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=False)) + "  MESSAGE"]
+    header = not widths
+    wide = [max(len(names[i]), *(len(r[i]) for r in rows)) for i in range(len(names) - 1)]
+    if widths is not None:
+        widths[:] = [max(a, b) for a, b in zip(widths, wide, strict=True)] if widths else wide
+        wide = widths
+    out = ["  ".join(n.ljust(w) for n, w in zip(names, wide, strict=False)) + "  MESSAGE"] if header else []
     for r in rows:
-        out.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) + "  " + r[-1])
+        out.append("  ".join(v.ljust(w) for v, w in zip(r, wide, strict=False)) + "  " + r[-1])
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

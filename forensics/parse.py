@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 from . import sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS, SAMPLES
-from .sources import joblog, journal, nvsmi
-from .sources.base import SourceResult, events_table
+from .sources import joblog, journal, kernel, nvsmi
+from .sources.base import SourceResult, count_lines, events_table
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -32,6 +32,9 @@ BINARY_SHARE = 0.3
 BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
+#: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
+#: :mod:`forensics.sources.interest`); the kernel's are streamed in chunks.
+LINE_SOURCES = ("kernel", "journal")
 
 
 @dataclass
@@ -74,16 +77,21 @@ def parse_bytes(
     year: int | None = None,
     timezone: str | None = None,
     on_error: str = "keep",
+    all_lines: bool = False,
 ) -> Parsed:
     """Parse ``data`` (the content of ``file``) into events and its ``files`` row.
 
     ``forensics parse`` and ``forensics ingest`` both read every file through here, so a file gives the
-    same rows under both. A file no source claims (a command's output, smartd's mail, an application's
+    same rows under both (``parse --all-lines`` keeps every record, as ingest does). A file no source claims (a command's output, smartd's mail, an application's
     own log) is read by the kernel source: every line is a row, ``other`` unless the kernel source gives
     it a kind, and its ``files`` row keeps ``source`` null. Two kinds of unclaimed file have every line
     counted but not every line kept, ``files.error`` saying so: one larger than :data:`UNCLAIMED_READ_BYTES`
     (no row), and a binary one (:func:`binary_share`), of which only the rows the kernel source gives a
     kind are kept (an Xid line after a core dump's bytes).
+
+    Line-oriented logs (kernel, journal text) give the records of interest
+    (:mod:`forensics.sources.interest`); ``all_lines=True`` (what ingest does) keeps every other record
+    too, as ``other`` rows. Either way ``files.lines`` counts every line.
     """
     check_options(year=year, timezone=timezone, on_error=on_error)
     chosen, confidence = _choose(data, source)
@@ -96,12 +104,13 @@ def parse_bytes(
     module = sources.get(chosen or "kernel")
     split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
     head, rest = (data, b"") if split is None else _cut(data, split)
+    lined = {"all_lines": all_lines} if (chosen or "kernel") in LINE_SOURCES else {}
     result: SourceResult = module.parse(
-        head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error
+        head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error, **lined
     )
     if rest.strip():  # a file is read by every family whose records it holds: the output after the dump
         after = parse_bytes(rest, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                            on_error=on_error)  # fmt: skip
+                            on_error=on_error, all_lines=all_lines)  # fmt: skip
         result = _joined(result, after, offset=split or 0)
     if chosen is None and (share := binary_share(data[:BINARY_SAMPLE])) > BINARY_SHARE:
         result = _known_only(result, share)
@@ -195,11 +204,6 @@ def binary_share(data: bytes) -> float:
 _CONTROL = bytes([*range(1, 9), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])  # not \t\n\v\f\r or ESC
 
 
-def count_lines(data: bytes) -> int:
-    """Lines in ``data``, the last one counted even without its newline."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-
-
 def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int,
                confidence: float | None = None) -> pa.Table:  # fmt: skip
     error = result.error
@@ -207,7 +211,7 @@ def _files_row(result: SourceResult, *, incident: str, file: str, source: str | 
         note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
         error = f"{error}; {note}" if error else note
     row = {"incident": incident, "file": file, "source": source, "bytes": size, "lines": result.lines,
-           "records": result.records, "unparsed": result.unparsed, "error": error, "host": None,
+           "records": result.records, "unparsed": result.unparsed, "error": error, "host": result.host,
            "confidence": None if confidence is None else round(confidence, 3)}  # fmt: skip
     return pa.Table.from_pylist([row], schema=FILES)
 
@@ -222,26 +226,29 @@ def _choose(head: bytes, source: str) -> tuple[str | None, float | None]:
 
 
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
-                    year: int | None = None, timezone: str | None = None, on_error: str = "keep") -> Iterator[Parsed]:  # fmt: skip
-    """Like :func:`parse_path`, in pieces: a journal in ``-o json`` or ``-o export`` form and a job's output
-    (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole records, so memory
-    stays bounded whatever their size; other files come whole. The ``files`` row comes with the last
-    piece (the others have none).
+                    year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+                    all_lines: bool = False) -> Iterator[Parsed]:  # fmt: skip
+    """Like :func:`parse_path`, in pieces: a kernel log, a journal in ``-o json`` or ``-o export`` form and
+    a job's output (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole
+    records, so memory stays bounded whatever their size; other files come whole. The ``files`` row
+    comes with the last piece (the others have none).
     """
     p = Path(path)
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         chosen, confidence = _choose(head, source)
-        streamed = chosen in JOB_SOURCES or (chosen == "journal" and journal._mode(head) != "text")
+        streamed = chosen in (*JOB_SOURCES, "kernel") or (chosen == "journal" and journal._mode(head) != "text")
         if not streamed:
             stream.close()
             yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                             on_error=on_error)  # fmt: skip
+                             on_error=on_error, all_lines=all_lines)  # fmt: skip
             return
         check_options(year=year, timezone=timezone, on_error=on_error)
         options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
         if chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]
+        elif chosen == "kernel":
+            chunks = kernel.iter_parse(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
         else:
             chunks = joblog.iter_parse(stream.read, source=chosen, **options)  # type: ignore[arg-type]
         records = unparsed = 0
@@ -255,7 +262,8 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
     if chosen in JOB_SOURCES and last is not None:  # the job log's totals come with its last piece
         records, unparsed = last.records, last.unparsed
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
-                         error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0)  # fmt: skip
+                         error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0,
+                         host=last.host if last else None)  # fmt: skip
     files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size,
                        confidence=confidence)
     yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())
@@ -271,6 +279,7 @@ def parse_file(
     timezone: str | None = None,
     on_error: str = "keep",
     table: str = "events",
+    all_lines: bool = False,
 ) -> pa.Table:
     """Parse one log file into the ``events`` table (or, with ``table="gpus"``, the ``gpus`` table of
     an nvidia-smi dump; ``table="metrics"``, the training steps of a job log; ``table="samples"``, the
@@ -279,7 +288,8 @@ def parse_file(
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
     ``on_error``: ``keep`` (unparsed records become ``unparsed`` rows), ``warn`` (also noted in the
-    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`).
+    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`); ``all_lines``: kernel and
+    journal text keep the records of no interest too, as ``other`` rows.
 
     >>> import forensics, tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
@@ -291,7 +301,7 @@ def parse_file(
     if table not in ("events", "gpus", "metrics", "samples", "files"):
         raise InputError(f"table must be events, gpus, metrics, samples or files, not {table!r}")
     parsed = parse_path(path, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                        on_error=on_error)  # fmt: skip
+                        on_error=on_error, all_lines=all_lines)  # fmt: skip
     return getattr(parsed, table)
 
 

@@ -19,6 +19,7 @@ from .conftest import GOLDEN
 
 def rows(data: bytes | str, **options: Any) -> list[dict[str, Any]]:
     raw = data.encode() if isinstance(data, str) else data
+    options.setdefault("all_lines", True)  # every record: how lines are read (the lines of interest: test_streaming)
     out = parse_bytes(raw, file="j.log", source="journal", **options).events.to_pylist()
     for r in out:
         r["detail"] = json.loads(r["detail"])

@@ -19,6 +19,7 @@ from forensics.text import split_lines
 
 
 def rows(text: str, **options: Any) -> list[dict[str, Any]]:
+    options.setdefault("all_lines", True)  # every record: how lines are read (the lines of interest: test_streaming)
     out = parse_bytes(text.encode(), file="t.log", source="kernel", **options).events.to_pylist()
     for r in out:
         r["detail"] = json.loads(r["detail"])

@@ -18,6 +18,7 @@ from .conftest import GOLDEN, golden_cases
 
 
 def _events(name: str, **options: Any) -> pl.DataFrame:
+    options.setdefault("all_lines", True)  # every record: how lines are read (the lines of interest: test_streaming)
     return pl.from_arrow(forensics.parse_file(GOLDEN / "kernel" / name, source="kernel", **options))  # type: ignore[return-value]
 
 

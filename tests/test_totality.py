@@ -24,9 +24,13 @@ SAMPLE_LINES = [
 
 
 def _check_partition(data: bytes) -> None:
-    result = kernel.parse(data, file="x")
+    """With ``all_lines`` the records tile the input; without, the rows are those of them of interest."""
+    result = kernel.parse(data, file="x", all_lines=True)
     df = pl.from_arrow(result.events)
     n_lines = result.lines
+    interesting = kernel.parse(data, file="x")
+    assert interesting.lines == n_lines
+    assert pl.from_arrow(interesting.events).join(df, on=df.columns, how="anti", nulls_equal=True).height == 0
     assert df.height == result.records
     if n_lines == 0:
         assert df.height == 0
@@ -84,7 +88,10 @@ def test_binary_and_invalid_utf8() -> None:
 
 def test_fifty_megabyte_line() -> None:
     data = b"[ 5.0] " + b"x" * (50 * 1024 * 1024) + b"\n[ 6.0] NVRM: Xid (PCI:0000:3b:00): 48, DBE\n"
-    parsed = parse_bytes(data, file="long.log", source="kernel")
+    interesting = parse_bytes(data, file="long.log", source="kernel")
+    assert [r["kind"] for r in interesting.events.to_pylist()] == ["gpu.xid"]
+    assert interesting.files.column("lines").to_pylist() == [2]
+    parsed = parse_bytes(data, file="long.log", source="kernel", all_lines=True)
     rows = parsed.events.to_pylist()
     assert [r["kind"] for r in rows] == ["other", "gpu.xid"]
     assert len(rows[0]["message"]) == 50 * 1024 * 1024

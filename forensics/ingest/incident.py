@@ -107,7 +107,8 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
             size = len(m.data) if m.data is not None else 0
             files.append(_file_row(m.path, None, size, count_lines(m.data or b""), 0, 0, m.error, None, item))
             continue
-        parsed = parse_bytes(m.data, file=m.path)
+        # (every record: the clocks of an incident's files are aligned on lines of no interest too)
+        parsed = parse_bytes(m.data, file=m.path, all_lines=True)
         row = parsed.files.to_pylist()[0]
         error = "; ".join(e for e in (m.error, row["error"]) if e) or None
         files.append(_file_row(m.path, row["source"], row["bytes"], row["lines"], row["records"], row["unparsed"],

@@ -35,6 +35,13 @@ class SourceResult:
     gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
     metrics: pa.Table | None = None  # training logs: one row per step and metric
     samples: pa.Table | None = None  # telemetry: one row per reading (schema.SAMPLES)
+    year: int | None = None  # line-oriented logs: the year that dated year-less stamps (carried to the next chunk)
+    host: str | None = None  # line-oriented logs: the host its first lines name most (rows of no interest too)
+
+
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``, the last one counted even without its newline."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def collect(frame: pl.LazyFrame, rows: int) -> pl.DataFrame:

@@ -88,7 +88,8 @@ SYSLOG_HEAD = ascii_classes(
 #: Lines per slice of the envelope pass.
 SLICE_LINES = 200_000
 
-_STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "monocut", "rel", "human", "ctime", "iso", "sys", "full", "unix"]
+#: The groups of :data:`ENVELOPE` that hold a stamp (a line with one of them is ``stamped``).
+STAMP_GROUPS = _STAMP_GROUPS = ["ts5", "kus", "tts", "mono", "monocut", "rel", "human", "ctime", "iso", "sys", "full", "unix"]
 
 _LEVEL_NAMES = {
     "emerg": "critical", "alert": "critical", "crit": "critical", "err": "error", "error": "error",

@@ -203,7 +203,7 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
 
 def _kernel_events(rows: pl.DataFrame, carry: _Carry, **options: Any) -> pa.Table:
     text = "\n".join(rows.get_column("wrapped").to_list()).encode("utf-8", "surrogatepass")
-    result = kernel.parse(text, **options)
+    result = kernel.parse(text, all_lines=True, **options)  # (a job log's every line is a row)
     carry.records += result.records
     carry.unparsed += result.unparsed
     lines = rows.get_column("i")

@@ -281,8 +281,10 @@ def parse(
     timezone: str | None = None,
     on_error: str = "keep",
     full: bool = False,
+    all_lines: bool = False,
 ) -> SourceResult:
-    """Parse a journal export (any mode) into ``events`` rows (see the module docstring)."""
+    """Parse a journal export (any mode) into ``events`` rows (see the module docstring). A text mode
+    gives the records of interest (:mod:`.interest`), or every record with ``all_lines``."""
     mode = _mode(data[:65536])
     if mode == "text":
         data = unquote(data)
@@ -291,7 +293,8 @@ def parse(
             year = year if year is not None else header_year
             timezone = timezone if timezone is not None else header_zone
         return kernel.parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                                 on_error=on_error, full=full, with_envelope=_with_boots, **_RECORDS)  # fmt: skip
+                                 on_error=on_error, full=full, all_lines=all_lines, with_envelope=_with_boots,
+                                 **_RECORDS)  # fmt: skip
     chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
                              timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
     return combine(chunks)

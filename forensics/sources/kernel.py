@@ -9,6 +9,10 @@ boot), ``disk.nvme``, ``disk.io_error``, ``fs.readonly``, ``fs.error``; every ot
 with a masked ``template``; a record whose family grammar rejects it is ``unparsed``.
 
 Stages, as every source has them: split into records → prefilter → Lark parse → transform → normalize.
+Before them a log is cut into chunks where a record starts (:func:`iter_parse`, one chunk held at a
+time), and in each chunk only the records with a line of interest (:mod:`.interest`: a family's or a
+message catalog's anchor, words of trouble, a boot marker) go through the stages; the other lines are
+counted (``lines``), or kept as ``other`` rows with ``all_lines=True``.
 
 * **records**: continuation lines (unstamped indented lines, stack and register dumps, AER detail
   lines, OOM report bodies, EDAC/MCE/mlx5 health dumps, SXid follow-ups; ``data/kernel_records.toml``)
@@ -30,10 +34,11 @@ becomes ``kind=gpu.xid code=79 gpu=0000:a1:00.0 severity=critical`` with ``detai
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -47,10 +52,10 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
-from ..regex import ascii_classes, first_match
+from ..regex import ascii_classes, first_match, for_python
 from ..text import dedent, split_lines
-from . import envelope
-from .base import SourceResult, collect, events_table, short_host, template_expr
+from . import envelope, interest
+from .base import SourceResult, collect, count_lines, events_table, short_host, template_expr
 from .fields import to_int
 
 NAME = "kernel"
@@ -102,17 +107,25 @@ def _record_rules() -> _RecordRules:
     )
 
 
+def _continuation_patterns() -> list[str]:
+    """Every pattern of ``data/kernel_records.toml`` by which a line may continue a record."""
+    data = tomllib.loads(resources.files("forensics.data").joinpath("kernel_records.toml").read_text("utf-8"))
+    return [*data["any"], *(p for block in data["context"] for p in block["patterns"])]
+
+
 def _alt(patterns: list[str]) -> str:
     return ascii_classes("|".join(f"(?:{p})" for p in patterns))
 
 
-def group_records(env: pl.DataFrame, raw: pl.Series) -> pl.DataFrame:
+def group_records(env: pl.DataFrame, raw: pl.Series, *, stamp_share: float | None = None) -> pl.DataFrame:
     """Add ``rec`` (record number, from 0), ``piece`` (the line's text inside its record) and ``kflag`` (the
-    kernel prefilter matches the piece) to ``env``."""
+    kernel prefilter matches the piece) to ``env``. ``stamp_share`` is the share of the file's lines with a
+    stamp (by default, of these lines'): a line without one in a stamped file was wrapped."""
     rules = _record_rules()
     msg = pl.col("msg")
     stamped = pl.col("stamped")
-    stamp_share = env.get_column("stamped").mean() if env.height else 0.0
+    if stamp_share is None:
+        stamp_share = env.get_column("stamped").mean() if env.height else 0.0
     blank = raw.str.strip_chars() == ""
     marker = raw.str.contains(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
     df = env.with_columns(blank=blank, marker=marker, raw_indented=raw.str.contains(r"^\s+\S"))
@@ -651,10 +664,158 @@ def parse(
     timezone: str | None = None,
     on_error: str = "keep",
     full: bool = False,
+    all_lines: bool = False,
 ) -> SourceResult:
-    """Parse kernel-log bytes into ``events`` rows (see the module docstring)."""
-    return parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                      on_error=on_error, full=full)  # fmt: skip
+    """Parse kernel-log bytes into ``events`` rows (see the module docstring): the records of interest
+    (:mod:`.interest`), or every record with ``all_lines`` (the others as ``other`` rows)."""
+    return combine(list(iter_parse(io.BytesIO(data).read, file=file, incident=incident, host=host, year=year,
+                                   timezone=timezone, on_error=on_error, full=full, all_lines=all_lines)))  # fmt: skip
+
+
+#: Bytes per chunk of a kernel log read as a stream (cut where a record starts, see :func:`iter_chunks`).
+#: The frames of a chunk take a few times its bytes; the records of interest are a small part of it.
+CHUNK_BYTES = 16 << 20
+#: Bytes of the first chunk; each next one is twice the last, up to CHUNK_BYTES.
+FIRST_CHUNK_BYTES = 1 << 20
+#: How many times CHUNK_BYTES a chunk may grow while looking for a line that starts a record.
+MAX_GROWTH = 4
+#: Lines read for the share of stamped lines of a file (see :func:`group_records`).
+SHARE_LINES = 2000
+
+
+def iter_parse(
+    read: Callable[[int], bytes],
+    *,
+    file: str,
+    chunk_bytes: int | None = None,
+    incident: str = "",
+    host: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    on_error: str = "keep",
+    **options: Any,
+) -> Iterator[SourceResult]:
+    """Parse a kernel log from ``read(n)`` in chunks cut where a record starts, holding one chunk at a time.
+
+    Each result holds the rows of whole records and that chunk's ``records`` and ``unparsed``; its
+    ``lines`` and ``invalid_utf8_lines`` count the file so far (the last result's are the file's). The
+    share of stamped lines and a year read from a stamp carry from chunk to chunk. Options: those of
+    :func:`parse_text`.
+    """
+    lines = bad = 0
+    for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES):
+        result = parse_text(chunk, file=file, incident=incident, host=host, year=year, timezone=timezone,
+                            on_error=on_error, stamp_share=shape.share, indented=shape.indented,
+                            line_offset=lines, **options)  # fmt: skip
+        lines += count_lines(chunk)
+        bad += result.invalid_utf8_lines
+        result.lines, result.invalid_utf8_lines, result.host = lines, bad, shape.host
+        year = year if year is not None else result.year
+        yield result
+    if not lines:
+        yield SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
+
+
+def combine(chunks: list[SourceResult]) -> SourceResult:
+    """One result from the chunks of :func:`iter_parse`."""
+    last = chunks[-1]
+    errors = [c.error for c in chunks if c.error]
+    events = chunks[0].events if len(chunks) == 1 else pa.concat_tables([c.events for c in chunks])
+    return SourceResult(events, lines=last.lines, records=sum(c.records for c in chunks),
+                        unparsed=sum(c.unparsed for c in chunks), error=errors[0] if errors else None,
+                        invalid_utf8_lines=last.invalid_utf8_lines, host=last.host)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What a file's head says of all its lines: the share with a stamp, and the test for a line on which
+    a record surely starts (nothing before it can make it a continuation)."""
+
+    share: float
+    indented: bool | None = None  # a paste indented as a whole (None: decide for each piece)
+    host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
+
+    @staticmethod
+    def of(head: bytes) -> _Shape:
+        at = 0
+        for _ in range(SHARE_LINES):  # the first SHARE_LINES lines
+            at = head.find(b"\n", at) + 1
+            if not at:
+                at = len(head)
+                break
+        raw = split_lines(head[:at])[0]
+        lines = dedent(raw, least=1)
+        env = envelope.split(lines)
+        share = float(env.get_column("stamped").mean() or 0.0) if env.height else 0.0
+        hosts = env.get_column("host").drop_nulls()
+        host = hosts.mode().sort().first() if hosts.len() else None
+        return _Shape(share, indented=not lines.equals(raw), host=host)  # type: ignore[arg-type]
+
+    def starts(self, line: str) -> bool:
+        """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
+        or a line that cannot continue one (not indented or, in a stamped file, stamped; its message,
+        read after the stamp, after its indentation and after a syslog head, opening with no continuation
+        or context pattern). Unsure lines say False: the records of interest are then read with more
+        lines around them, never fewer."""
+        if not line.strip() or _MARKER_LINE.match(line):
+            return True
+        m = _ENVELOPE_PY.match(line)
+        stamped = m is not None and any(m.group(g) for g in envelope.STAMP_GROUPS)
+        if not stamped and (line[:1].isspace() or self.share >= 0.5):
+            return False
+        rest = line[m.end():] if m is not None else line
+        if _CONTINUES.match(rest) or _CONTINUES.match(rest.lstrip()):
+            return False
+        head = _SYSLOG_HEAD_PY.match(rest)  # (the message after a syslog line's ``host ident[pid]:``)
+        return head is None or _CONTINUES.match(rest[head.end():]) is None
+
+
+_MARKER_LINE = re.compile(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
+_ENVELOPE_PY = re.compile(for_python(envelope.ENVELOPE))
+_SYSLOG_HEAD_PY = re.compile(for_python(envelope.SYSLOG_HEAD))
+_CONTINUES = re.compile(for_python(ascii_classes("|".join(f"(?:{p})" for p in _continuation_patterns()))))
+
+
+def iter_chunks(read: Callable[[int], bytes], size: int) -> Iterator[tuple[bytes, _Shape]]:
+    """Chunks of whole lines from ``read(n)``, each ending before a line on which a record surely starts
+    (:meth:`_Shape.starts`, the shape read from the first block), with that shape; a chunk with no such
+    line grows, up to ``MAX_GROWTH`` times ``size``, and is then cut at a line end."""
+    pending = b""
+    shape: _Shape | None = None
+    want = min(size, FIRST_CHUNK_BYTES)  # (small first: the first rows come at once, the rest in big chunks)
+    while True:
+        block = read(want)
+        if not block:
+            break
+        buf = pending + block
+        shape = shape or _Shape.of(buf)
+        asked, want = want, min(size, want * 2)
+        end = buf.rfind(b"\n") + 1
+        if len(block) < asked:  # the end of the input: what is left is one chunk
+            pending = buf
+            break
+        cut = _last_start(buf, end, shape) if end else None
+        if cut is None and (not end or len(buf) < MAX_GROWTH * size):
+            pending = buf
+            continue
+        cut = cut or end
+        yield buf[:cut], shape
+        pending = buf[cut:]
+    if pending:
+        yield pending, shape or _Shape.of(pending)
+
+
+def _last_start(buf: bytes, end: int, shape: _Shape) -> int | None:
+    """The offset of the last line of ``buf[:end]`` (not its first) on which a record surely starts."""
+    at = end
+    for _ in range(10_000):
+        start = buf.rfind(b"\n", 0, at - 1) + 1
+        if start == 0:
+            return None
+        if shape.starts(buf[start:at].decode("utf-8", "replace").rstrip("\r\n")):
+            return start
+        at = start
+    return None
 
 
 def parse_text(
@@ -663,22 +824,109 @@ def parse_text(
     with_envelope: Callable[[pl.DataFrame, pl.Series], pl.DataFrame] | None = None,
     services: Families | None = None,
     detail_columns: tuple[str, ...] = (),
+    all_lines: bool = False,
+    full: bool = False,
+    stamp_share: float | None = None,
+    indented: bool | None = None,
+    line_offset: int = 0,
     **options: Any,
 ) -> SourceResult:
     """Line-oriented logs: lines → envelopes → records → events, for every source that prints kernel-
-    style lines. ``with_envelope`` may add columns to the envelope frame (the journal's boot numbers);
-    ``services`` and ``detail_columns`` are passed to :func:`parse_records`.
+    style lines. Only the records with a line of interest (:mod:`.interest`) are read, unless
+    ``all_lines`` (or ``full``, the Lark-only reference) is given. ``with_envelope`` may add columns to the
+    envelope frame (the journal's boot numbers); ``services`` and ``detail_columns`` are passed to
+    :func:`parse_records`. ``stamp_share`` is the file's (:func:`group_records`), ``indented`` whether
+    it is a paste indented as a whole (:func:`forensics.text.dedent`) and ``line_offset`` the lines
+    before ``data`` in it, when ``data`` is a chunk of a file.
     """
     lines, bad_utf8 = split_lines(data)
-    lines = dedent(lines, least=1)
+    raw = lines
+    if indented is not False:  # (a file read in chunks is dedented as its first chunk is)
+        lines = dedent(lines, least=1)
     n_lines = len(lines)
-    env = envelope.split(lines)
-    if with_envelope is not None:
-        env = with_envelope(env, lines)
-    grouped = group_records(env, lines).with_row_index("i")
+    rows = env = None
+    every = lines
+    if all_lines or full or services is not None:
+        # (a journal's service lines are found by their identifier, and its boots numbered, on every line)
+        env = envelope.split(lines)
+        if with_envelope is not None:
+            env = with_envelope(env, lines)
+    if not (all_lines or full):
+        hits = interest.of_interest(lines, data if lines is raw else None, (KERNEL.prefilter(),))
+        if services is not None and env is not None:
+            service = pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")
+            said = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("msg")).str.contains(services.prefilter())
+            hits = hits | env.select((service & said).fill_null(False)).to_series()
+        # the share of the file's lines with a stamp, not of those read (its first SHARE_LINES lines')
+        shape = _Shape(stamp_share) if stamp_share is not None else _Shape.of(data)
+        stamp_share = shape.share
+        rows, hit_rows = _around(lines, hits, shape)
+        lines = lines.gather(rows)
+        env = env[rows] if env is not None else envelope.split(lines)
+    del raw
+    assert env is not None
+    grouped = group_records(env, lines, stamp_share=stamp_share)
     del lines, env  # the records hold the text from here on; a big log should not be kept twice
-    return parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services,
-                         detail_columns=detail_columns, **options)  # fmt: skip
+    if rows is None:
+        grouped = grouped.with_row_index("i").with_columns(i=pl.col("i") + line_offset)
+    else:
+        grouped = _only_hit_records(grouped.with_columns(i=rows + line_offset, hit=hit_rows))
+    year = options.pop("year", None)
+    if year is None:
+        heads = grouped.filter(pl.col("head"))
+        year = _year_from_stamps(heads)
+        if heads.get_column("stamp_kind").is_in(["syslog", "human"]).any():
+            # a year-less stamp read takes its year from the stamps of every line, of interest or not
+            dated = every.filter(every.str.contains(r"[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\]"))
+            found = _year_from_stamps(envelope.split(dated)) if dated.len() else None
+            year = found if year is None or found is None else min(year, found)
+        del heads
+    del every
+    result = parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
+                           detail_columns=detail_columns, **options)  # fmt: skip
+    result.year = year
+    return result
+
+
+def _around(lines: pl.Series, hits: pl.Series, shape: _Shape) -> tuple[pl.Series, pl.Series]:
+    """The rows of the lines of interest with the lines of their records (from the line a record surely
+    starts on before each, to the next such line), and which of those rows are of interest."""
+    n = len(lines)
+    keep: list[int] = []
+    done = 0  # rows before this one are placed
+    starts: dict[int, bool] = {}
+    blocks: dict[int, list[str]] = {}  # the lines near the hits, read from the column 256 at a time
+
+    def starts_at(j: int) -> bool:
+        if j not in starts:
+            b = j >> 8
+            if b not in blocks:
+                blocks[b] = lines.slice(b << 8, 256).to_list()
+            starts[j] = shape.starts(blocks[b][j & 255])
+        return starts[j]
+
+    for k in hits.arg_true().to_list():
+        if k < done:
+            continue
+        j = k
+        while j > done and not starts_at(j):
+            j -= 1
+        e = k + 1
+        while e < n and not starts_at(e):
+            e += 1
+        keep.extend(range(j, e))
+        done = e
+    rows = pl.Series("i", keep, dtype=pl.UInt32)
+    return rows.cast(pl.Int64), hits.gather(rows).alias("hit")
+
+
+def _only_hit_records(df: pl.DataFrame) -> pl.DataFrame:
+    """The records that hold a line of interest, numbered again from 0."""
+    return (
+        df.filter(pl.col("hit").any().over("rec"))
+        .with_columns(rec=pl.col("head").cum_sum() - 1)
+        .drop("hit")
+    )
 
 
 def parse_records(
