@@ -80,7 +80,8 @@ def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, o
     if table_name != "events" and fmt in ("table", "summary"):
         raise InputError(f"--table {table_name} prints as jsonl, csv or parquet")
     with _destination(out, binary=fmt == "parquet") as stream:
-        writer = _Writer(fmt, stream, table=table_name)
+        names = [Path(f).name for f in files]
+        writer = _Writer(fmt, stream, table=table_name, paths=len(set(names)) < len(names))
         for f in files:
             read = [parse_bytes(sys.stdin.buffer.read(), file="<stdin>", **options)] if f == STDIN \
                 else iter_parse_path(f, **options)  # type: ignore[arg-type]  # fmt: skip
@@ -100,8 +101,8 @@ STDIN = "-"
 class _Writer:
     """Writes the rows as they come (jsonl, csv, parquet) or once at the end (table, summary)."""
 
-    def __init__(self, fmt: str, stream: IO[Any], *, table: str) -> None:
-        self.fmt, self.stream, self.table = fmt, stream, table
+    def __init__(self, fmt: str, stream: IO[Any], *, table: str, paths: bool = False) -> None:
+        self.fmt, self.stream, self.table, self.paths = fmt, stream, table, paths
         self.kept: list[pa.Table] = []
         self.files: list[pa.Table] = []
         self.parquet: Any = None
@@ -116,7 +117,7 @@ class _Writer:
             self.kept.append(rows)
         elif self.fmt == "table":  # (aligned as the widths seen so far allow: the rows come as they are read)
             self.any = self.any or rows.num_rows > 0
-            self.stream.write(output.table_text(rows, widths=self.widths))
+            self.stream.write(output.table_text(rows, widths=self.widths, paths=self.paths))
             self.stream.flush()
         elif rows.num_rows or (self.fmt == "parquet" and self.parquet is None):
             self._write(rows)

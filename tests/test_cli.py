@@ -196,11 +196,11 @@ def test_a_bad_option_value_is_one_error_line(logs: dict[str, Path], tmp_path: P
 
 
 def test_dash_reads_standard_input(logs: dict[str, Path]) -> None:
-    result = CliRunner().invoke(main, ["parse", "-", "--format", "jsonl"], input=NVME)
+    result = CliRunner().invoke(main, ["parse", "-", "--format", "jsonl", "--all-lines"], input=NVME)
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert result.exit_code == 0 and [(r["file"], r["line"], r["kind"]) for r in rows] == [
         ("<stdin>", 1, "disk.nvme"), ("<stdin>", 2, "other")]
-    result = CliRunner().invoke(main, ["parse", "-", str(logs["xid"])], input=NVME)
+    result = CliRunner().invoke(main, ["parse", "-", str(logs["xid"]), "--all-lines"], input=NVME)
     assert [line.split()[0] for line in result.stdout.splitlines()] == ["WHERE", "<stdin>:1", "<stdin>:2", "xid.log:1"]
 
 
@@ -208,7 +208,7 @@ def test_files_of_one_name_are_told_apart(tmp_path: Path) -> None:
     for host in ("node1", "node2"):
         (tmp_path / host).mkdir()
         (tmp_path / host / "job.log").write_text(NVME)
-    code, out, _ = run("parse", str(tmp_path / "node1" / "job.log"), str(tmp_path / "node2" / "job.log"))
+    code, out, _ = run("parse", str(tmp_path / "node1" / "job.log"), str(tmp_path / "node2" / "job.log"), "--all-lines")
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == [
         "WHERE", f"{tmp_path}/node1/job.log:1", f"{tmp_path}/node1/job.log:2",
