@@ -113,6 +113,22 @@ KNOWN_MISSES = {
     "num-bigscience-tr8-104b-exp1-exp2-loss-divergence-end-of-lr-warmup": "numerical: the loss climbs 6.4 -> 10.2 over five intervals; no interval reaches 1.5x the level before it",
     "nvlink-pytorchciinfra-552-h100-fm-cloudinit-race-config-error-8": "nvlink: the fabric manager's 'config error type 8': no catalog row (FM is closed source)",
     "storage-pytorchciinfra-907-hf-cache-rclone-oomkill-fuse-sigbus": "storage: a FUSE mount's rclone OOM-killed, the job's SIGBUS (-7): no row ties SIGBUS to a mount",
+    # blind batch 5 (corpus/BLIND.md), misses at the round's merged code (43f1160):
+    "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",
+    "drv-canvos-700-hgx-b200-ib-umad-not-loaded-fabricmanager-precheck": "driver: the FM start script's 'Kernel module ib_umad has not been loaded': no catalog row (FM is closed source)",
+    "drv-nvdocker-106-uvm-not-loaded-then-driver-cuda70-lt-image-75": "driver: nvidia-docker 1.x's 'Could not load UVM kernel module' / 'unsupported CUDA version: driver 7.0 < image 7.5': no row of nvidia-docker v1's own errors",
+    "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
+    "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
+    "hang-dscourse-17-barrier-before-set-device-both-ranks-cuda0": "hang: a watchdog timeout re-wrapped over two lines without its 'Watchdog caught collective operation timeout' head",
+    "hang-horovod-26-nccl-init-allreduce-deadlock-gdb-stacks": "hang: only gdb stacks of a deadlock: no source reads gdb",
+    "hostoom-tomotwin-122-embed-spawn-sigkill-insufficient-ram-swap": "host_oom: torch.multiprocessing.spawn's 'terminated with signal SIGKILL' reads as the exception it is; no OOM line",
+    "net-horovod-209-docker-masquerade-btl-tcp-match-incoming-failed": "network: Open MPI's btl tcp 'Match incoming connection ... failed' verbose line: no catalog row",
+    "net-robotology-846-icub-eth-rx-crc-error-board-timeout": "network: a robot's board reporting Ethernet RX CRC errors: an application's own log no catalog reads",
+    "nvlink-azhpcimages-506-gb200-fabric-insufficient-resources-cliqueid-0": "nvlink: nvidia-smi -q's fabric 'Status : Insufficient Resources' (GB200): no field of the gpus table reads the fabric state",
+    "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
+    "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
+    "power-osm-687-spike08-iml-p12v-regulator-psu-load-spike": "power: an iLO IML line of a 12 V regulator fault: no catalog row reads it",
+    "storage-nodejsbuild-2977-packetnet-md127-100pct-workspace-full": "storage: df's 100% Use% column: no source reads df",
 }
 
 
