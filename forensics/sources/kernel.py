@@ -705,7 +705,7 @@ def iter_parse(
     lines = bad = 0
     for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES):
         result = parse_text(chunk, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                            on_error=on_error, stamp_share=shape.share, indented=shape.indented,
+                            on_error=on_error, stamp_share=shape.share, indented=shape.indented, deltas=shape.deltas,
                             line_offset=lines, **options)  # fmt: skip
         lines += count_lines(chunk)
         bad += result.invalid_utf8_lines
@@ -734,6 +734,7 @@ class _Shape:
     share: float
     indented: bool | None = None  # a paste indented as a whole (None: decide for each piece)
     host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
+    deltas: bool = False  # a dmesg -H log: its rows are dated by the deltas of every line (all are read)
 
     @staticmethod
     def of(head: bytes) -> _Shape:
@@ -749,7 +750,8 @@ class _Shape:
         share = float(env.get_column("stamped").mean() or 0.0) if env.height else 0.0
         hosts = env.get_column("host").drop_nulls()
         host = hosts.mode().sort().first() if hosts.len() else None
-        return _Shape(share, indented=not lines.equals(raw), host=host)  # type: ignore[arg-type]
+        deltas = bool(lines.head(DELTA_HEAD).str.contains(DELTA_LINE).any())
+        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas)  # type: ignore[arg-type]
 
     def starts(self, line: str) -> bool:
         """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
@@ -827,6 +829,7 @@ def parse_text(
     all_lines: bool = False,
     full: bool = False,
     stamp_share: float | None = None,
+    deltas: bool | None = None,
     indented: bool | None = None,
     line_offset: int = 0,
     **options: Any,
@@ -837,7 +840,8 @@ def parse_text(
     envelope frame (the journal's boot numbers); ``services`` and ``detail_columns`` are passed to
     :func:`parse_records`. ``stamp_share`` is the file's (:func:`group_records`), ``indented`` whether
     it is a paste indented as a whole (:func:`forensics.text.dedent`) and ``line_offset`` the lines
-    before ``data`` in it, when ``data`` is a chunk of a file.
+    before ``data`` in it, when ``data`` is a chunk of a file. ``deltas``: the file is a ``dmesg -H`` log
+    (its head holds ``[  +0.000127]`` lines), read whole since every line's delta dates the rows after it.
     """
     lines, bad_utf8 = split_lines(data)
     raw = lines
@@ -851,6 +855,14 @@ def parse_text(
         env = envelope.split(lines)
         if with_envelope is not None:
             env = with_envelope(env, lines)
+    if deltas is None:
+        deltas = _Shape.of(data).deltas if not (all_lines or full) else False
+    if not (all_lines or full) and deltas:
+        all_lines = True  # dmesg -H: a row's time is its header's plus the deltas of every line before it
+        if env is None:
+            env = envelope.split(lines)
+            if with_envelope is not None:
+                env = with_envelope(env, lines)
     if not (all_lines or full):
         hits = interest.of_interest(lines, data if lines is raw else None, (KERNEL.prefilter(),))
         if services is not None and env is not None:
@@ -886,6 +898,12 @@ def parse_text(
                            detail_columns=detail_columns, **options)  # fmt: skip
     result.year = year
     return result
+
+
+#: A ``dmesg -H`` line: its stamp is the seconds since the line before (``[  +0.000127]``).
+DELTA_LINE = r"^\s*\[\s*\+\s*\d+\.\d+\]"
+#: How many first lines of a file say whether it is a ``dmesg -H`` log (a chunk's first block holds them).
+DELTA_HEAD = 32
 
 
 def _around(lines: pl.Series, hits: pl.Series, shape: _Shape) -> tuple[pl.Series, pl.Series]:
@@ -950,8 +968,9 @@ def parse_records(
     through ``services`` (read as ``ident: message``) when given, else they are ``other`` rows of
     source ``journal``. ``detail_columns`` of ``df`` are copied into every row's detail.
     """
-    if df.height == 0:
-        return SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
+    if df.height == 0:  # (no record, or none of interest: the lines are counted all the same)
+        return SourceResult(events_table([]), lines=lines, records=0, unparsed=0, error=None,
+                            invalid_utf8_lines=bad_utf8)
     kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
     service_text = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("piece"))
     if full:
