@@ -171,6 +171,21 @@ SAMPLE_METRICS: frozenset[str] = frozenset(
         "await_ms", "r_await_ms", "w_await_ms", "util_pct", "queue_size", "read_kbps", "write_kbps",
         "reallocated_sectors", "pending_sectors", "uncorrectable_sectors", "media_errors", "percentage_used",
         "available_spare_pct", "power_on_hours",
+        # the lspci, ibcounters, nicstats, dcgm and disks sources (issue 34): their counters as each tool names them
+        "carrier", "collisions", "collisions_per_s", "crc_errors", "critical_warning", "ecc_dbe_aggregate",
+        "ecc_sbe_aggregate", "energy_mj", "error_log_entries", "if_util_pct", "link_down_events",
+        "offline_uncorrectable", "phys_state", "port_rcv_constraint_errors", "port_rcv_switch_relay_errors",
+        "port_xmit_constraint_errors", "power_limit_enforced_w", "pstate", "qp1_dropped", "rate_gbps", "rcv_data",
+        "rcv_packets", "reads_per_s", "remap_failure", "remap_pending", "remapped_rows_correctable",
+        "remapped_rows_uncorrectable", "reported_uncorrect", "retired_pages_dbe", "retired_pages_pending",
+        "retired_pages_sbe", "rx_crc_errors", "rx_discards", "rx_drops_per_s", "rx_errors_per_s", "rx_fifo_errors",
+        "rx_fifo_errors_per_s", "rx_frame_errors", "rx_frame_errors_per_s", "rx_kb_per_s", "rx_length_errors",
+        "rx_missed", "rx_out_of_buffer", "rx_overruns", "rx_packets_per_s", "rx_symbol_errors",
+        "shutdown_temperature_c", "slowdown_temperature_c", "svctm_ms", "tx_aborted_errors", "tx_carrier_errors",
+        "tx_carrier_errors_per_s", "tx_discards", "tx_drops_per_s", "tx_errors_per_s", "tx_fifo_errors",
+        "tx_fifo_errors_per_s", "tx_heartbeat_errors", "tx_kb_per_s", "tx_packets_per_s", "tx_transitions",
+        "tx_window_errors", "unsafe_shutdowns", "vl15_dropped", "writes_per_s", "xid_last", "xmit_data",
+        "xmit_packets", "xmit_wait",
     }
 )  # fmt: skip
 

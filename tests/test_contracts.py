@@ -236,3 +236,14 @@ def test_samples_columns_and_metrics_follow_design_md() -> None:
                                 .split("(the full list", 1)[0]))  # fmt: skip
     assert vocabulary and vocabulary <= schema.SAMPLE_METRICS, vocabulary - schema.SAMPLE_METRICS
     assert schema.TABLES["samples"] is schema.SAMPLES
+
+
+def test_every_metric_a_source_gives_is_in_the_vocabulary() -> None:
+    """The samples of every real golden input name metrics of ``SAMPLE_METRICS`` (DESIGN.md "samples")."""
+    import json
+
+    from forensics.schema import SAMPLE_METRICS
+
+    golden = Path(__file__).parent / "golden"
+    used = {json.loads(line)["metric"] for f in golden.rglob("*.samples.jsonl") for line in f.open() if line.strip()}
+    assert used and used <= SAMPLE_METRICS, sorted(used - SAMPLE_METRICS)
