@@ -30,7 +30,10 @@ def _check_partition(data: bytes) -> None:
     n_lines = result.lines
     interesting = kernel.parse(data, file="x")
     assert interesting.lines == n_lines
-    assert pl.from_arrow(interesting.events).join(df, on=df.columns, how="anti", nulls_equal=True).height == 0
+    # the rows of interest are rows of the whole read (an `other` row read near them may be grouped otherwise
+    # when the lines around it are not read: a continuation line of another format, shuffled in)
+    typed = pl.from_arrow(interesting.events).filter(pl.col("kind") != "other")
+    assert typed.join(df, on=df.columns, how="anti", nulls_equal=True).height == 0
     assert df.height == result.records
     if n_lines == 0:
         assert df.height == 0
