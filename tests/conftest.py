@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 GOLDEN = Path(__file__).parent / "golden"
+
+#: Property tests draw the same examples on every run (a test run, CI included, passes or fails for the
+#: code, not for the draw); ``HYPOTHESIS_PROFILE=explore`` draws new ones, to look for failures.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
