@@ -23,7 +23,7 @@ from lark.grammar import Rule
 from lark.lark import PostLex
 
 from .errors import ForensicsError
-from .regex import ascii_classes
+from .regex import ascii_classes, structure
 
 
 def grammar_dir() -> Path:
@@ -80,29 +80,13 @@ def _leading_optional_group(pattern: str) -> int | None:
     in the same branch, or None."""
     if not pattern.startswith("(") or pattern.startswith("(?P<") or pattern.startswith("(?="):
         return None
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern[i + 1: i + 2] == "]":  # "[]…]": a literal ] first
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                rest = pattern[i + 1:]
-                quantifier = next((q for q in ("??", "*?", "?", "*") if rest.startswith(q)), None)
-                if quantifier is None or len(rest) == len(quantifier) or rest[len(quantifier)] in "|)":
-                    return None
-                return i + 1 + len(quantifier)
-        i += 1
+    for i, c, depth in structure(pattern):
+        if c == ")" and depth == 0:
+            rest = pattern[i + 1:]
+            quantifier = next((q for q in ("??", "*?", "?", "*") if rest.startswith(q)), None)
+            if quantifier is None or len(rest) == len(quantifier) or rest[len(quantifier)] in "|)":
+                return None
+            return i + 1 + len(quantifier)
     return None
 
 

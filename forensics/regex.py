@@ -29,7 +29,7 @@ stand beside ASCII words, where the two differ only next to a non-ASCII letter (
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -111,3 +111,29 @@ def first_match(text: pl.Expr, named: Sequence[tuple[str, str]], *, rows: int) -
 @lru_cache(maxsize=64)
 def _compiled(named: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((name, re.compile(for_python(pattern))) for name, pattern in named)
+
+
+def structure(pattern: str) -> Iterator[tuple[int, str, int]]:
+    """The parentheses and bars of ``pattern`` outside escapes and character classes (``[^]…]`` and
+    ``[]…]`` hold a literal ``]``): ``(index, char, depth)``, the depth the character leaves (an opening
+    parenthesis counts itself, a closing one does not).
+
+    >>> [(i, c, d) for i, c, d in structure(r"a(b|[|)]c)|\\(d")]
+    [(1, '(', 1), (3, '|', 1), (9, ')', 0), (10, '|', 0)]
+    """
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 1 if pattern[i + 1: i + 2] == "^" else 0
+            i += 1 if pattern[i + 1: i + 2] == "]" else 0
+        elif c in "()|":
+            depth += {"(": 1, ")": -1, "|": 0}[c]
+            yield i, c, depth
+        i += 1

@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 
 from .. import messages
-from ..regex import for_python
+from ..regex import for_python, structure
 
 #: Up to this many lines the patterns run in Python (``re``, compiled once per process).
 PYTHON_ROWS = 256
@@ -109,29 +109,8 @@ def _scan(db: object, data: bytes, n_lines: int) -> pl.Series:
 
 def _alternatives(pattern: str) -> list[str]:
     """The top-level alternatives of ``pattern`` (Hyperscan limits one expression's size)."""
-    out: list[str] = []
-    depth, start, i, in_class = 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            i += 1 if pattern[i + 1: i + 2] == "^" else 0
-            i += 1 if pattern[i + 1: i + 2] == "]" else 0
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            out.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    out.append(pattern[start:])
-    return out
+    cuts = [i for i, c, depth in structure(pattern) if c == "|" and depth == 0]
+    return [pattern[a + 1: b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)], strict=True)]
 
 
 def _cache_dir() -> Path:
