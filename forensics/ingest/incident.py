@@ -1,9 +1,10 @@
 """One incident in, its tables out: discover → sniff and parse every member → align.
 
 >>> import forensics.ingest.incident as inc, tempfile, pathlib
->>> d = pathlib.Path(tempfile.mkdtemp()); (d / "node7").mkdir()
->>> _ = (d / "node7" / "dmesg").write_text("[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\\n")
->>> t = inc.read_incident(inc.IncidentRef("demo", d))
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     d = pathlib.Path(tmp); (d / "node7").mkdir()
+...     _ = (d / "node7" / "dmesg").write_text("[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\\n")
+...     t = inc.read_incident(inc.IncidentRef("demo", d))
 >>> t.events.select(["host", "kind", "code"]).to_pylist(), t.files.column("host").to_pylist()
 ([{'host': 'node7', 'kind': 'gpu.xid', 'code': 79}], ['node7'])
 """

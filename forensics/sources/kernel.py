@@ -947,6 +947,19 @@ def _only_hit_records(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def unescape_syslog(message: pl.Series) -> pl.Series:
+    """rsyslog's escapes of a message's control characters undone (``$EscapeControlCharactersOnReceive``,
+    on by default, prints them as ``#`` and three octal digits): ``#012`` is the line break of a message
+    logged as several lines, ``#011`` a tab. The message reads as the program wrote it, a record of lines.
+
+    >>> unescape_syslog(pl.Series(["NVRM: API mismatch: the client has the version 535.54.03, but#012NVRM: this", "a#011b #0123"])).to_list()
+    ['NVRM: API mismatch: the client has the version 535.54.03, but\\nNVRM: this', 'a\\tb \\n3']
+    """
+    if not message.str.contains("#01[12]", literal=False).any():
+        return message
+    return message.str.replace_all("#012", "\n", literal=True).str.replace_all("#011", "\t", literal=True)
+
+
 def parse_records(
     df: pl.DataFrame,
     *,
@@ -998,7 +1011,7 @@ def parse_records(
         message = heads.get_column("piece").clone().scatter(joined.get_column("rec"), joined.get_column("joined"))
     else:
         message = heads.get_column("piece")
-    heads = heads.with_columns(message=message.alias("message")).drop("piece")
+    heads = heads.with_columns(message=unescape_syslog(message).alias("message")).drop("piece")
     if year is None:
         year = _year_from_stamps(heads)
     # (uptime-only logs, plain dmesg, have no wall-clock time to read)
