@@ -510,12 +510,11 @@ def offenders_cmd(dataset: Path, alpha: float, fmt: str, rules: tuple[str, ...])
 
     Example: forensics offenders incidents.ds
     """
-    from .mine import diagnose
     from .offenders import repeat_offenders
 
     library = _library(rules)
     with _dataset(dataset) as ds:
-        found = repeat_offenders(ds, diagnose(ds, library=library), alpha=alpha)
+        found = repeat_offenders(ds, ds.diagnoses(library=library), alpha=alpha)
     if fmt == "json":
         for row in found.iter_rows(named=True):
             click.echo(json.dumps(row))

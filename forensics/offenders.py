@@ -77,7 +77,9 @@ def repeat_offenders(ds: Any, diagnoses: pl.DataFrame | None = None, *, alpha: f
     """The repeat offenders with their decision and reasoning, most incidents first (:data:`COLUMNS`)."""
     from .mine import diagnose
 
-    d = diagnose(ds) if diagnoses is None else diagnoses
+    if diagnoses is None:  # a dataset on disk serves its stored diagnoses where they are fresh
+        diagnoses = ds.diagnoses() if hasattr(ds, "diagnoses") else diagnose(ds)
+    d = diagnoses
     ids = ds.identities.select("incident", "host", "gpu", card=pl.coalesce("serial", "uuid")).collect()
     known = ids.drop_nulls(["host", "gpu"]).unique(["incident", "host", "gpu"])
     failures = (

@@ -612,6 +612,24 @@ def test_stale_diagnoses_are_never_served(small_ds: Path, tmp_path: Path) -> Non
     assert len(list((tmp_path / "ds2" / "diagnoses").glob("*.parquet"))) == 1
 
 
+def test_eval_and_offenders_read_the_stored_diagnoses(small_ds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out = _run("diagnose", str(small_ds), "--no-evidence")
+    assert code == 0, out
+    # With every diagnosis stored and fresh, nothing is diagnosed again: the engine is never called.
+    import importlib
+
+    module = importlib.import_module("forensics.mine.diagnose")
+
+    def no_diagnosis(*args: object, **kwargs: object) -> None:
+        raise AssertionError("diagnosed again although the stored diagnoses are fresh")
+
+    monkeypatch.setattr(module, "_diagnose_all", no_diagnosis)
+    code, out = _run("eval", str(small_ds))
+    assert code == 0 and "2/2" in out.replace(" ", ""), out
+    code, out = _run("offenders", str(small_ds))
+    assert code == 0, out
+
+
 def test_a_version_1_dataset_is_refused_with_a_clear_error(small_ds: Path) -> None:
     (small_ds / "dataset.json").write_text('{"format": "gpu-forensics dataset", "version": 1}\n')
     code, out = _run("diagnose", str(small_ds))

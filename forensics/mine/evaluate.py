@@ -44,7 +44,8 @@ def evaluate(ds: Any, *, library: Library | None = None) -> Evaluation:
         l_gpu=pl.col("labels").str.json_path_match("$.label.first_gpu"),
         l_rank=pl.col("labels").str.json_path_match("$.label.first_rank").cast(pl.Int32, strict=False),
     ).collect().filter(pl.col("truth").is_not_null())
-    answers = diagnose(ds, library=library)
+    # a dataset on disk serves its stored diagnoses where they are fresh (the same ones `diagnose` shows)
+    answers = ds.diagnoses(library=library) if hasattr(ds, "diagnoses") else diagnose(ds, library=library)
     rows = labels.join(answers, on="incident", how="left").select(
         "incident", "truth", answer=pl.col("root_cause").fill_null("unknown"), confidence="confidence",
         host_ok=pl.when(pl.col("l_host").is_not_null()).then(pl.col("first_host") == pl.col("l_host")),
