@@ -134,6 +134,51 @@ def test_sel_reads_local_time_in_the_incidents_zone(tmp_path: Path) -> None:
     assert ev["ts"][0].isoformat() == "2023-03-14T06:11:45+00:00" and ev["host"][0] == "node1"
 
 
+SEL_VERBOSE = (  # synthetic, in ipmitool's `sel get` / `sel elist -v` layout (lib/ipmi_sel.c, verbose entry)
+    "ipmitool> sel get 0x18\n"
+    "SEL Record ID          : 0018\n"
+    " Record Type           : 02\n"
+    " Timestamp             : 01/03/2011 00:29:14\n"
+    " Generator ID          : 0020\n"
+    " EvM Revision          : 04\n"
+    " Sensor Type           : Processor\n"
+    " Sensor Number         : 70\n"
+    " Event Type            : Sensor-specific Discrete\n"
+    " Event Direction       : Assertion Event\n"
+    " Event Data (RAW)      : 010000\n"
+    " Event Interpretation  : Missing\n"
+    " Description           : Thermal Trip\n"
+    "\n"
+    "Sensor ID              : CPU0_Status (0x70)\n"
+    " Entity ID             : 3.5\n"
+    " Sensor Type (Discrete): Processor\n"
+    "\n"
+    "SEL Record ID          : 0019\n"
+    " Timestamp             : 01/03/2011 00:31:02\n"
+    " Sensor Type           : Temperature\n"
+    " Sensor Number         : 04\n"
+    " Event Type            : Threshold\n"
+    " Event Direction       : Deassertion Event\n"
+    " Trigger Reading       : 96.000degrees C\n"
+    " Trigger Threshold     : 95.000degrees C\n"
+    " Description           : Upper Critical going high\n"
+    "\n"
+    "next command\n"
+)
+
+
+def test_sel_verbose_records_are_one_event_each() -> None:
+    got = _events(sel.parse(SEL_VERBOSE.encode(), file="sel-get.txt"))
+    assert [(e["line"], e["kind"], e["severity"]) for e in got] == [
+        (1, "other", "info"), (2, "bmc.thermal", "critical"), (19, "bmc.thermal", "info"), (29, "other", "info")]  # fmt: skip
+    trip, temp = got[1], got[2]
+    assert trip["message"] == "Processor CPU0_Status | Thermal Trip | Asserted"
+    assert trip["ts"].isoformat() == "2011-01-03T00:29:14+00:00" and trip["detail"]["id"] == "0018"
+    assert temp["detail"]["asserted"] is False and (temp["detail"]["reading"], temp["detail"]["threshold"]) == (96.0, 95.0)
+    assert sel.sniff(SEL_VERBOSE) == 1.0
+    assert forensics.parse_bytes(SEL_VERBOSE.encode(), file="x").events.column("source")[1].as_py() == "sel"
+
+
 def test_redfish_entries_whole_or_cut() -> None:
     entry = {"@odata.id": "/redfish/v1/Systems/1/LogServices/SEL/Entries/7", "@odata.type": "#LogEntry.v1_9_0.LogEntry",
              "Id": "7", "EntryType": "SEL", "Severity": "Critical", "Created": "2024-05-01T10:00:00+02:00",
