@@ -179,6 +179,28 @@ def test_sel_verbose_records_are_one_event_each() -> None:
     assert forensics.parse_bytes(SEL_VERBOSE.encode(), file="x").events.column("source")[1].as_py() == "sel"
 
 
+# Real iLO 4 IML lines (HewlettPackard/python-ilorest-library-old issue #8, ex22_dump_iml.py on a Gen9; the
+# thread's fix was re-seating a CPU): every severity printed "OK", so the wording is what says how grave.
+ILO_IML = (
+    "OK: Class 5 / Code 3:   Uncorrectable Machine Check Exception (Board 0, Processor 1, APIC ID 0x00000018, Bank "
+    "0x00000013, Status 0xFE200000'000C110A, Address 0x00000040'53500500, Misc 0xE8FCF016'1F002086)\n"
+    "OK: Class 20 / Code 5:  Unrecoverable System Error (NMI) has occurred.  System Firmware will log additional "
+    "details in a separate IML entry if possible\n"
+    "OK: Class 8 / Code 2:   Uncorrectable PCI Express Error (Embedded device, Bus 0, Device 2, Function 0, Error "
+    "status 0x00000024)\n"
+)
+
+
+def test_ilo_iml_lines_are_read_by_the_vendor_catalog() -> None:
+    from forensics import messages
+
+    read = messages.frame(messages.load(), pl.Series(ILO_IML.splitlines()))
+    assert read.select("catalog", "cat_kind", "cat_cause").rows() == [
+        ("vendor.hpe_iml_uncorrectable_mce", "bmc.cpu", "host_memory"),
+        ("vendor.hpe_iml_unrecoverable_system_error", "bmc.pcie", "pcie_link"),
+        ("vendor.hpe_iml_uncorrectable_pcie", "bmc.pcie", "pcie_link")]  # fmt: skip
+
+
 def test_redfish_entries_whole_or_cut() -> None:
     entry = {"@odata.id": "/redfish/v1/Systems/1/LogServices/SEL/Entries/7", "@odata.type": "#LogEntry.v1_9_0.LogEntry",
              "Id": "7", "EntryType": "SEL", "Severity": "Critical", "Created": "2024-05-01T10:00:00+02:00",

@@ -221,6 +221,9 @@ def _verbose_row(line: int, record_id: str, f: dict[str, str]) -> dict[str, Any]
     threshold = re.match(r"[-\d.]+", f.get("Trigger Threshold", ""))
     extra = f"Reading {reading[0]} > Threshold {threshold[0]}" if reading and threshold else None
     sensor = f"{kind} {name}".strip()
+    if not sensor and not event:  # an OEM record (type c0-ff): its fields, as `sel list` prints them
+        sensor = f"OEM record {f.get('Record Type', '').split(' ')[0]}".strip()
+        event = " | ".join(v for k, v in f.items() if k not in ("Record Type", "Timestamp") and v)
     said = "Asserted" if asserted else "Deasserted" if asserted is False else ""
     stamp = re.fullmatch(r"(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)", f.get("Timestamp", ""))
     return {"line": line, "text": " | ".join(p for p in (sensor, event, said, extra) if p), "id": record_id,
