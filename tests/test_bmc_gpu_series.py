@@ -18,7 +18,7 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 from forensics.schema import KINDS, SAMPLE_METRICS, SAMPLES
-from forensics.sources import derive, gpuseries, sel, sensors
+from forensics.sources import derive, gpuseries, hphealth, sel, sensors
 
 
 def _events(result) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -210,6 +210,43 @@ def test_redfish_entries_whole_or_cut() -> None:
     cut = json.dumps({"Members": [entry, entry]}, indent=2)[:-40]  # a paste that stops inside the second entry
     rows = _events(sel.parse(cut.encode(), file="sel.json"))
     assert [e["kind"] for e in rows] == ["bmc.psu", "unparsed"]
+
+
+# -------------------------------------------------------------------------------------------- hphealth
+
+IML = (  # synthetic, in `hpasmcli -s "show iml"`'s layout as check_hpasm's EventSubsystem/CLI.pm reads it
+    "Event: 29 Added: 00/00/0000 00:00\n"
+    "INFORMATIONAL: Maintenance - IML cleared through hpasmcli\n"
+    "\n"
+    "Event: 30 Added: 09/22/2011 05:11\n"
+    "CRITICAL: POST Messages - POST Error: 1615-Power Supply Failure or Power Supply Unplugged in Bay 2\n"
+    "\n"
+    "Event: 31 Added: 09/22/2011 05:12\n"
+    "CAUTION: PCI Bus - Uncorrectable PCI Express Error (Slot 4, Bus 65, Device 0, Function 0, Error status 0x00004000)\n"
+)
+
+
+def test_iml_records_are_events_in_the_incidents_zone() -> None:
+    got = _events(hphealth.parse(IML.encode(), file="iml.txt", timezone="Europe/Berlin"))
+    assert [(e["line"], e["kind"], e["severity"], e["detail"].get("catalog")) for e in got] == [
+        (1, "bmc.event", "info", None), (4, "bmc.psu", "error", "vendor.hpe_iml_psu_failure"),
+        (7, "bmc.pcie", "critical", "vendor.hpe_iml_uncorrectable_pcie")]  # fmt: skip
+    assert got[0]["ts"] is None and got[1]["ts"].isoformat() == "2011-09-22T03:11:00+00:00"
+    assert got[1]["detail"]["ts_from"] == "local" and got[2]["detail"]["class"] == "PCI Bus"
+    assert hphealth.sniff(IML) == 1.0 and sel.sniff(IML) == 0.0
+
+
+def test_a_failed_supply_in_hpasmcli_is_the_power(tmp_path: Path) -> None:
+    """The real `show powersupply` of openstreetmap/operations#239 (PSU 2 FAILED), beside a job that died."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "node1" / "hpasmcli.txt").write_bytes(
+        (Path(__file__).parent / "golden/hphealth/hpasmcli-show-powersupply-prompt-psu2-failed-osm239.log").read_bytes())
+    forensics.ingest([inc], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    d = forensics.diagnose(ds).row(0, named=True)
+    assert (d["root_cause"], d["rule"]) == ("power", "catalog:vendor.hpe_hpasmcli_psu_condition_failed")
+    assert ds.samples.filter(pl.col("source") == "hphealth").collect()["value"].to_list() == [135.0, 35.0]
 
 
 # --------------------------------------------------------------------------------------------- sensors

@@ -1,0 +1,177 @@
+"""HPE ProLiant health tools: ``hpasmcli`` (``show powersupply``, ``show iml``) and ``hplog -p``.
+
+Producers and versions seen (tests/golden/hphealth, PROVENANCE.md; layouts as lausser/check_hpasm 4.10
+reads them in ``plugins-scripts/HP/Proliant/Component/*/CLI.pm``):
+
+- ``hpasmcli -s "show powersupply"`` or ``hpasmcli> SHOW POWERSUPPLY`` (hp-health 8-10): a block per bay,
+  ``Power supply #2`` then tab-indented ``Present  : Yes``, ``Redundant: No``, ``Condition: FAILED``,
+  ``Hotplug  : Supported``, ``Power    : 35 Watts`` (no ``Power`` line when the supply gives none), or
+  ``Power Supply not present``.
+- ``hplog -p``: ``ID     TYPE        LOCATION      STATUS  REDUNDANT`` then `` 1  Standard     Pwr. Supply
+  Bay Failed     No`` per bay.
+- ``hpasmcli -s "show iml"`` (the Integrated Management Log): ``Event: 31 Added: 09/22/2011 05:11`` then
+  ``CRITICAL: POST Messages - POST Error: 1615-Power Supply Failure ...`` (severity, class, description),
+  an all-zero ``00/00/0000 00:00`` stamp when the ROM logged it before the clock was set.
+
+Output: a snapshot's readings as ``samples`` (``power_w`` per supply, no time) and an event per supply
+whose condition or status is not ``Ok``/``Normal`` (``bmc.psu``; what a message catalog reads it as,
+``data/messages/vendor.toml``); an event per IML record, its kind the catalogs' reading (a POST 1615 is
+``bmc.psu``, an "Uncorrectable PCI Express Error" ``bmc.pcie``), else its class's and words' (the BMC
+rules of ``data/bmc_events.toml``). ``detail``: ``psu``, ``present``, ``redundant``, ``condition`` /
+``status``, ``power_w``; IML ``id``, ``class``, ``state`` (the IML severity), ``catalog``, ``ts_from``.
+Severity: the IML's own (``CRITICAL`` → error, or critical when the wording says so, ``CAUTION`` → warning,
+``INFORMATIONAL``/``REPAIRED`` → info), a failed supply ``critical`` (another condition ``warning``).
+
+Time: an IML stamp is the server's wall clock without a zone (read in the incident's timezone, like
+``dmesg -T``); snapshots carry none.
+
+Why no grammar: each form is a few fixed ``Key : value`` or column layouts that one regular expression
+per line reads; the words inside are what the message catalogs read.
+
+Example: ``Power supply #2`` / ``Condition: FAILED`` / ``Power    : 35 Watts`` → a ``bmc.psu`` event
+(``critical``, catalog ``vendor.hpe_hpasmcli_psu_condition_failed``) and a sample ``power_w`` 35.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from ..text import split_lines
+from . import envelope, telemetry_rows
+from .base import SourceResult
+
+NAME = "hphealth"
+FORMS = (
+    "hpasmcli show powersupply (-s or at its prompt): Power supply #N blocks",
+    "hplog -p: ID TYPE LOCATION STATUS REDUNDANT table",
+    "hpasmcli show iml: Event: N Added: date time / SEVERITY: Class - Description",
+)
+_PSU = re.compile(r"^\s*Power supply #(?P<psu>\d+)\s*$")
+_PSU_FIELD = re.compile(r"^\s+(?P<key>Present|Redundant|Condition|Hotplug|Power)\s*:\s*(?P<value>.*?)\s*$")
+_PSU_ABSENT = re.compile(r"^\s+Power Supply not present\s*$")
+_HPLOG_HEADER = re.compile(r"^\s*ID\s+TYPE\s+LOCATION\s+STATUS\s+REDUNDANT\s*$")
+_HPLOG_ROW = re.compile(r"^\s*(?P<psu>\d+)\s+(?P<type>\S+)\s+(?P<location>.+?)\s+(?P<status>\S+)\s+(?P<redundant>Yes|No|N/A)\s*$")
+_IML_HEAD = re.compile(r"^\s*Event:\s+(?P<id>\d+)\s+\w+:\s+(?P<date>\d\d/\d\d/\d{4})\s+(?P<time>\d\d:\d\d)\s*$")
+_IML_BODY = re.compile(r"^\s*(?P<severity>[A-Z]+):\s+(?P<cls>.*?)\s+-\s+(?P<text>.*?)\s*$")
+#: An IML severity as the BMC state it amounts to (the [state] table of ``data/bmc_events.toml``).
+_IML_STATE = {"CRITICAL": "Critical", "CAUTION": "Warning", "INFORMATIONAL": "OK", "INFO": "OK", "REPAIRED": "OK"}
+_OK = {"ok", "normal", "n/a", "nonexistent", "absent", "-"}
+
+
+def sniff(head: str) -> float:
+    """1.0 when ``head`` holds a power-supply block, an ``hplog -p`` header or an IML record."""
+    lines = head.splitlines()[:400]
+    for i, line in enumerate(lines):
+        if _HPLOG_HEADER.match(line):
+            return 1.0
+        if _PSU.match(line) and any(_PSU_FIELD.match(n) or _PSU_ABSENT.match(n) for n in lines[i + 1 : i + 3]):
+            return 1.0
+        if _IML_HEAD.match(line) and i + 1 < len(lines) and _IML_BODY.match(lines[i + 1]):
+            return 1.0
+    return 0.0
+
+
+def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
+          timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
+    """Parse an HPE health tool's output into events (failed supplies, IML records) and samples."""
+    del year, on_error, full  # IML stamps carry their year; nothing is strict here
+    series, bad_utf8 = split_lines(data)
+    lines = series.to_list()
+    records: list[dict[str, Any]] = []
+    readings: list[dict[str, Any]] = []
+    claimed: set[int] = set()
+    i = 0
+    while i < len(lines):
+        text = lines[i] or ""
+        if m := _PSU.match(text):
+            j, fields = i + 1, {}
+            while j < len(lines) and (f := _PSU_FIELD.match(lines[j] or "") or _PSU_ABSENT.match(lines[j] or "")):
+                fields[f.groupdict().get("key", "Present")] = f.groupdict().get("value", "No")
+                j += 1
+            claimed.update(range(i + 1, j + 1))
+            records.append(_psu_record(i + 1, m["psu"], fields, lines[i:j]))
+            watts = re.match(r"(\d+(?:\.\d+)?)\s*Watts", fields.get("Power", ""))
+            if watts:
+                readings.append({"line": i + 1, "device": f"Power supply #{m['psu']}", "metric": "power_w",
+                                 "value": float(watts[1]), "unit": "W"})  # fmt: skip
+            i = j
+            continue
+        if _HPLOG_HEADER.match(text):
+            claimed.add(i + 1)
+        elif m := _HPLOG_ROW.match(text):
+            claimed.add(i + 1)
+            fields = {"Condition": m["status"], "Redundant": m["redundant"], "Location": m["location"].strip()}
+            records.append(_psu_record(i + 1, m["psu"], fields, [text]))
+        elif (m := _IML_HEAD.match(text)) and i + 1 < len(lines) and (b := _IML_BODY.match(lines[i + 1] or "")):
+            claimed.update((i + 1, i + 2))
+            records.append(_iml_record(i + 1, m, b, text, lines[i + 1]))
+            i += 2
+            continue
+        i += 1
+    frame = _finish(pl.DataFrame(records, schema=_RECORD, orient="row"), timezone=timezone)
+    rest = pl.DataFrame({"text": series}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64)) \
+        .filter(~pl.col("line").is_in(sorted(claimed)) & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
+    other = telemetry_rows.unparsed_frame(rest, kind="other")
+    rows = pl.concat([frame, other], how="diagonal_relaxed").sort("line") if other.height else frame
+    events = telemetry_rows.events_frame(rows.filter(pl.col("kind").is_not_null()), source=NAME, file=file,
+                                         incident=incident, host=host)  # fmt: skip
+    read = pl.DataFrame(readings, schema={"line": pl.Int64, "device": pl.String, "metric": pl.String,
+                                          "value": pl.Float64, "unit": pl.String}, orient="row")  # fmt: skip
+    samples = telemetry_rows.samples_table(read.with_columns(ts=pl.lit(None, pl.Datetime("us", "UTC")),
+                                                             gpu=pl.lit(None, pl.String)),
+                                           source=NAME, file=file, incident=incident, host=host)  # fmt: skip
+    return SourceResult(events, lines=len(lines), records=len(records) + other.height, unparsed=0, error=None,
+                        invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
+
+
+_RECORD = {"line": pl.Int64, "text": pl.String, "form": pl.String, "id": pl.String, "stamp": pl.String,
+           "cls": pl.String, "state": pl.String, "psu": pl.String, "present": pl.String, "redundant": pl.String,
+           "condition": pl.String, "location": pl.String, "power_w": pl.Float64, "fault": pl.Boolean}  # fmt: skip
+
+
+def _psu_record(line: int, psu: str, f: dict[str, str], printed: list[str]) -> dict[str, Any]:
+    """A supply's block or table row; its text is the printed block joined (``Power supply #2 | Present: Yes |
+    Condition: FAILED | …``) or the printed row, which the catalogs read."""
+    condition = f.get("Condition")
+    watts = re.match(r"(\d+(?:\.\d+)?)", f.get("Power", ""))
+    return {"line": line, "text": " | ".join(re.sub(r"\s*:\s*", ": ", p.strip()) for p in printed if p.strip()),
+            "form": "psu", "id": None, "stamp": None, "cls": None, "state": None, "psu": psu,
+            "present": f.get("Present"), "redundant": f.get("Redundant"), "condition": condition,
+            "location": f.get("Location"), "power_w": float(watts[1]) if watts else None,
+            "fault": condition is not None and condition.lower() not in _OK}  # fmt: skip
+
+
+def _iml_record(line: int, head: re.Match[str], body: re.Match[str], *printed: str) -> dict[str, Any]:
+    month, day, year = head["date"].split("/")
+    stamp = None if year == "0000" else f"{year}-{month}-{day}T{head['time']}:00"
+    return {"line": line, "text": body["text"], "form": "iml", "id": head["id"], "stamp": stamp, "cls": body["cls"],
+            "state": body["severity"], "psu": None, "present": None, "redundant": None, "condition": None,
+            "location": None, "power_w": None, "fault": True}  # fmt: skip
+
+
+def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
+    """Events of the records that are faults (every IML record; a supply not ``Ok``)."""
+    records = records.filter(pl.col("fault"))
+    if records.height == 0:
+        return pl.DataFrame(schema={"line": pl.Int64, "kind": pl.String})
+    ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
+    read = telemetry_rows.catalog_reading(records["text"])
+    state = records["state"].replace_strict(_IML_STATE, default=None)
+    psu = records["form"] == "psu"
+    kind = telemetry_rows.bmc_kind(pl.Series([None] * records.height, dtype=pl.String), records["cls"], records["text"])
+    out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
+        ts=ts, ts_from=pl.when(pl.col("stamp").is_not_null()).then(how),
+        kind=pl.coalesce("cat_kind", pl.when(pl.Series(psu)).then(pl.lit("bmc.psu")), pl.Series(kind)),
+        severity=pl.when(pl.Series(psu)).then(
+            pl.when(pl.col("condition").str.to_lowercase() == "failed").then(pl.lit("critical")).otherwise(pl.lit("warning"))
+        ).otherwise(
+            telemetry_rows.severity(records["text"], state=state)),
+        message=pl.col("text"), state=pl.col("state"), cls=pl.col("cls"),
+    )  # fmt: skip
+    detail = telemetry_rows.detail_json(out.rename({"cls": "class"}),
+                                        ["id", "class", "state", "psu", "present", "redundant", "condition",
+                                         "location", "power_w", "catalog", "ts_from"])  # fmt: skip
+    return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail")
