@@ -1,4 +1,4 @@
-"""HPE ProLiant health tools: ``hpasmcli`` (``show powersupply``, ``show iml``) and ``hplog -p``.
+"""HPE ProLiant health tools: ``hpasmcli`` (``show powersupply``, ``show iml``), ``hplog -v`` and ``hplog -p``.
 
 Producers and versions seen (tests/golden/hphealth, PROVENANCE.md; layouts as lausser/check_hpasm 4.10
 reads them in ``plugins-scripts/HP/Proliant/Component/*/CLI.pm``):
@@ -9,7 +9,10 @@ reads them in ``plugins-scripts/HP/Proliant/Component/*/CLI.pm``):
   ``Power Supply not present``.
 - ``hplog -p``: ``ID     TYPE        LOCATION      STATUS  REDUNDANT`` then `` 1  Standard     Pwr. Supply
   Bay Failed     No`` per bay.
-- ``hpasmcli -s "show iml"`` (the Integrated Management Log): ``Event: 31 Added: 09/22/2011 05:11`` then
+- ``hplog -v`` (the Integrated Management Log): ``ID   Severity       Initial Time      Update Time       Count``
+  then per record ``0139 Critical       18:50  07/19/2022 18:50  07/19/2022 0001`` and ``LOG: <description>``
+  (the initial time is the event's; the update time and the count say how often it recurred).
+- ``hpasmcli -s "show iml"`` (the same log): ``Event: 31 Added: 09/22/2011 05:11`` then
   ``CRITICAL: POST Messages - POST Error: 1615-Power Supply Failure ...`` (severity, class, description),
   an all-zero ``00/00/0000 00:00`` stamp when the ROM logged it before the clock was set.
 
@@ -18,8 +21,9 @@ whose condition or status is not ``Ok``/``Normal`` (``bmc.psu``; what a message 
 ``data/messages/vendor.toml``); an event per IML record, its kind the catalogs' reading (a POST 1615 is
 ``bmc.psu``, an "Uncorrectable PCI Express Error" ``bmc.pcie``), else its class's and words' (the BMC
 rules of ``data/bmc_events.toml``). ``detail``: ``psu``, ``present``, ``redundant``, ``condition`` /
-``status``, ``power_w``; IML ``id``, ``class``, ``state`` (the IML severity), ``catalog``, ``ts_from``.
-Severity: the IML's own (``CRITICAL`` → error, or critical when the wording says so, ``CAUTION`` → warning,
+``status``, ``power_w``; IML ``id``, ``class``, ``state`` (the IML severity), ``count`` and ``updated``
+(``hplog -v``), ``catalog``, ``ts_from``.
+Severity: the IML's own (``CRITICAL``/``Critical`` → error, or critical when the wording says so, ``CAUTION`` → warning,
 ``INFORMATIONAL``/``REPAIRED`` → info), a failed supply ``critical`` (another condition ``warning``).
 
 Time: an IML stamp is the server's wall clock without a zone (read in the incident's timezone, like
@@ -48,6 +52,7 @@ FORMS = (
     "hpasmcli show powersupply (-s or at its prompt): Power supply #N blocks",
     "hplog -p: ID TYPE LOCATION STATUS REDUNDANT table",
     "hpasmcli show iml: Event: N Added: date time / SEVERITY: Class - Description",
+    "hplog -v: ID Severity Initial Time Update Time Count / LOG: description",
 )
 _PSU = re.compile(r"^\s*Power supply #(?P<psu>\d+)\s*$")
 _PSU_FIELD = re.compile(r"^\s+(?P<key>Present|Redundant|Condition|Hotplug|Power)\s*:\s*(?P<value>.*?)\s*$")
@@ -55,9 +60,14 @@ _PSU_ABSENT = re.compile(r"^\s+Power Supply not present\s*$")
 _HPLOG_HEADER = re.compile(r"^\s*ID\s+TYPE\s+LOCATION\s+STATUS\s+REDUNDANT\s*$")
 _HPLOG_ROW = re.compile(r"^\s*(?P<psu>\d+)\s+(?P<type>\S+)\s+(?P<location>.+?)\s+(?P<status>\S+)\s+(?P<redundant>Yes|No|N/A)\s*$")
 _IML_HEAD = re.compile(r"^\s*Event:\s+(?P<id>\d+)\s+\w+:\s+(?P<date>\d\d/\d\d/\d{4})\s+(?P<time>\d\d:\d\d)\s*$")
+_HPLOG_V = re.compile(r"^\s*(?P<id>[0-9A-Fa-f]{4})\s+(?P<severity>[A-Z][a-z]+)\s+(?P<time>\d\d:\d\d)\s+(?P<date>\d\d/\d\d/\d{4})"
+                      r"\s+(?P<utime>\d\d:\d\d)\s+(?P<udate>\d\d/\d\d/\d{4})\s+(?P<count>\d+)\s*$")
+_HPLOG_V_LOG = re.compile(r"^\s*LOG:\s*(?P<text>.*?)\s*$")
+_HPLOG_V_HEADER = re.compile(r"^\s*ID\s+Severity\s+Initial Time\s+Update Time\s+Count\s*$")
 _IML_BODY = re.compile(r"^\s*(?P<severity>[A-Z]+):\s+(?P<cls>.*?)\s+-\s+(?P<text>.*?)\s*$")
 #: An IML severity as the BMC state it amounts to (the [state] table of ``data/bmc_events.toml``).
-_IML_STATE = {"CRITICAL": "Critical", "CAUTION": "Warning", "INFORMATIONAL": "OK", "INFO": "OK", "REPAIRED": "OK"}
+_IML_STATE = {"CRITICAL": "Critical", "CAUTION": "Warning", "INFORMATIONAL": "OK", "INFO": "OK", "REPAIRED": "OK",
+              "INFORMATION": "OK", "UNKNOWN": None}
 _OK = {"ok", "normal", "n/a", "nonexistent", "absent", "-"}
 
 
@@ -65,7 +75,9 @@ def sniff(head: str) -> float:
     """1.0 when ``head`` holds a power-supply block, an ``hplog -p`` header or an IML record."""
     lines = head.splitlines()[:400]
     for i, line in enumerate(lines):
-        if _HPLOG_HEADER.match(line):
+        if _HPLOG_HEADER.match(line) or _HPLOG_V_HEADER.match(line):
+            return 1.0
+        if _HPLOG_V.match(line) and i + 1 < len(lines) and _HPLOG_V_LOG.match(lines[i + 1]):
             return 1.0
         if _PSU.match(line) and any(_PSU_FIELD.match(n) or _PSU_ABSENT.match(n) for n in lines[i + 1 : i + 3]):
             return 1.0
@@ -99,8 +111,13 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
                                  "value": float(watts[1]), "unit": "W"})  # fmt: skip
             i = j
             continue
-        if _HPLOG_HEADER.match(text):
+        if _HPLOG_HEADER.match(text) or _HPLOG_V_HEADER.match(text) or re.match(r"^\s*-{20,}\s*$", text):
             claimed.add(i + 1)
+        elif (m := _HPLOG_V.match(text)) and i + 1 < len(lines) and (b := _HPLOG_V_LOG.match(lines[i + 1] or "")):
+            claimed.update((i + 1, i + 2))
+            records.append(_hplog_record(i + 1, m, b))
+            i += 2
+            continue
         elif m := _HPLOG_ROW.match(text):
             claimed.add(i + 1)
             fields = {"Condition": m["status"], "Redundant": m["redundant"], "Location": m["location"].strip()}
@@ -129,7 +146,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
 
 _RECORD = {"line": pl.Int64, "text": pl.String, "form": pl.String, "id": pl.String, "stamp": pl.String,
            "cls": pl.String, "state": pl.String, "psu": pl.String, "present": pl.String, "redundant": pl.String,
-           "condition": pl.String, "location": pl.String, "power_w": pl.Float64, "fault": pl.Boolean}  # fmt: skip
+           "condition": pl.String, "location": pl.String, "power_w": pl.Float64, "fault": pl.Boolean,
+           "count": pl.Int64, "updated": pl.String}  # fmt: skip
 
 
 def _psu_record(line: int, psu: str, f: dict[str, str], printed: list[str]) -> dict[str, Any]:
@@ -141,7 +159,7 @@ def _psu_record(line: int, psu: str, f: dict[str, str], printed: list[str]) -> d
             "form": "psu", "id": None, "stamp": None, "cls": None, "state": None, "psu": psu,
             "present": f.get("Present"), "redundant": f.get("Redundant"), "condition": condition,
             "location": f.get("Location"), "power_w": float(watts[1]) if watts else None,
-            "fault": condition is not None and condition.lower() not in _OK}  # fmt: skip
+            "fault": condition is not None and condition.lower() not in _OK, "count": None, "updated": None}  # fmt: skip
 
 
 def _iml_record(line: int, head: re.Match[str], body: re.Match[str], *printed: str) -> dict[str, Any]:
@@ -149,7 +167,15 @@ def _iml_record(line: int, head: re.Match[str], body: re.Match[str], *printed: s
     stamp = None if year == "0000" else f"{year}-{month}-{day}T{head['time']}:00"
     return {"line": line, "text": body["text"], "form": "iml", "id": head["id"], "stamp": stamp, "cls": body["cls"],
             "state": body["severity"], "psu": None, "present": None, "redundant": None, "condition": None,
-            "location": None, "power_w": None, "fault": True}  # fmt: skip
+            "location": None, "power_w": None, "fault": True, "count": None, "updated": None}  # fmt: skip
+
+
+def _hplog_record(line: int, head: re.Match[str], log: re.Match[str]) -> dict[str, Any]:
+    month, day, year = head["date"].split("/")
+    return {"line": line, "text": log["text"], "form": "iml", "id": head["id"], "stamp": f"{year}-{month}-{day}T{head['time']}:00",
+            "cls": None, "state": head["severity"].upper(), "psu": None, "present": None, "redundant": None,
+            "condition": None, "location": None, "power_w": None, "fault": True, "count": int(head["count"]),
+            "updated": f"{head['udate']} {head['utime']}"}  # fmt: skip
 
 
 def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
@@ -173,5 +199,5 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     )  # fmt: skip
     detail = telemetry_rows.detail_json(out.rename({"cls": "class"}),
                                         ["id", "class", "state", "psu", "present", "redundant", "condition",
-                                         "location", "power_w", "catalog", "ts_from"])  # fmt: skip
+                                         "location", "power_w", "count", "updated", "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail")
