@@ -18,7 +18,7 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 from forensics.schema import KINDS, SAMPLE_METRICS, SAMPLES
-from forensics.sources import derive, gpuseries, hphealth, sel, sensors
+from forensics.sources import derive, gpuseries, sel, sensors, vendorhealth
 
 
 def _events(result) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -212,7 +212,7 @@ def test_redfish_entries_whole_or_cut() -> None:
     assert [e["kind"] for e in rows] == ["bmc.psu", "unparsed"]
 
 
-# -------------------------------------------------------------------------------------------- hphealth
+# -------------------------------------------------------------------------------------------- vendorhealth
 
 IML = (  # synthetic, in `hpasmcli -s "show iml"`'s layout as check_hpasm's EventSubsystem/CLI.pm reads it
     "Event: 29 Added: 00/00/0000 00:00\n"
@@ -227,13 +227,24 @@ IML = (  # synthetic, in `hpasmcli -s "show iml"`'s layout as check_hpasm's Even
 
 
 def test_iml_records_are_events_in_the_incidents_zone() -> None:
-    got = _events(hphealth.parse(IML.encode(), file="iml.txt", timezone="Europe/Berlin"))
+    got = _events(vendorhealth.parse(IML.encode(), file="iml.txt", timezone="Europe/Berlin"))
     assert [(e["line"], e["kind"], e["severity"], e["detail"].get("catalog")) for e in got] == [
         (1, "bmc.event", "info", None), (4, "bmc.psu", "error", "vendor.hpe_iml_psu_failure"),
         (7, "bmc.pcie", "critical", "vendor.hpe_iml_uncorrectable_pcie")]  # fmt: skip
     assert got[0]["ts"] is None and got[1]["ts"].isoformat() == "2011-09-22T03:11:00+00:00"
     assert got[1]["detail"]["ts_from"] == "local" and got[2]["detail"]["class"] == "PCI Bus"
-    assert hphealth.sniff(IML) == 1.0 and sel.sniff(IML) == 0.0
+    assert vendorhealth.sniff(IML) == 1.0 and sel.sniff(IML) == 0.0
+
+
+def test_a_pmbus_status_word_names_its_bits_and_a_healthy_module_gives_no_event() -> None:
+    golden = Path(__file__).parent / "golden/vendorhealth"
+    off = vendorhealth.parse((golden / "supermicro-pminfo-psu-off-status-word-284a-osm513.log").read_bytes(), file="pm")
+    event = _events(off)[0]
+    assert (event["kind"], event["severity"]) == ("bmc.psu", "critical")
+    assert event["detail"]["pmbus"].split(",") == ["INPUT", "POWER_GOOD#", "OFF", "VIN_UV_FAULT", "CML"]  # 0x284A
+    ok = vendorhealth.parse((golden / "supermicro-ipmicfg-pminfo-module1-ok-phpsysinfo393.log").read_bytes(), file="pm")
+    assert [e["kind"] for e in _events(ok)] == [] and ok.records == 1
+    assert {r["metric"] for r in ok.samples.to_pylist()} == {"voltage_v", "current_a", "temperature_c", "fan_rpm"}
 
 
 def test_a_failed_supply_in_hpasmcli_is_the_power(tmp_path: Path) -> None:
@@ -241,12 +252,12 @@ def test_a_failed_supply_in_hpasmcli_is_the_power(tmp_path: Path) -> None:
     inc = tmp_path / "inc"
     (inc / "node1").mkdir(parents=True)
     (inc / "node1" / "hpasmcli.txt").write_bytes(
-        (Path(__file__).parent / "golden/hphealth/hpasmcli-show-powersupply-prompt-psu2-failed-osm239.log").read_bytes())
+        (Path(__file__).parent / "golden/vendorhealth/hpasmcli-show-powersupply-prompt-psu2-failed-osm239.log").read_bytes())
     forensics.ingest([inc], tmp_path / "ds", jobs=1)
     ds = forensics.open_dataset(tmp_path / "ds")
     d = forensics.diagnose(ds).row(0, named=True)
     assert (d["root_cause"], d["rule"]) == ("power", "catalog:vendor.hpe_hpasmcli_psu_condition_failed")
-    assert ds.samples.filter(pl.col("source") == "hphealth").collect()["value"].to_list() == [135.0, 35.0]
+    assert ds.samples.filter(pl.col("source") == "vendorhealth").collect()["value"].to_list() == [135.0, 35.0]
 
 
 # --------------------------------------------------------------------------------------------- sensors
