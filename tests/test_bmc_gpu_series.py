@@ -18,7 +18,7 @@ import forensics
 from forensics.cli import main
 from forensics.ingest import discover, incident
 from forensics.schema import KINDS, SAMPLE_METRICS, SAMPLES
-from forensics.sources import derive, gpuseries, sel, sensors
+from forensics.sources import derive, gpuseries, sel, sensors, vendorhealth
 
 
 def _events(result) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -134,6 +134,73 @@ def test_sel_reads_local_time_in_the_incidents_zone(tmp_path: Path) -> None:
     assert ev["ts"][0].isoformat() == "2023-03-14T06:11:45+00:00" and ev["host"][0] == "node1"
 
 
+SEL_VERBOSE = (  # synthetic, in ipmitool's `sel get` / `sel elist -v` layout (lib/ipmi_sel.c, verbose entry)
+    "ipmitool> sel get 0x18\n"
+    "SEL Record ID          : 0018\n"
+    " Record Type           : 02\n"
+    " Timestamp             : 01/03/2011 00:29:14\n"
+    " Generator ID          : 0020\n"
+    " EvM Revision          : 04\n"
+    " Sensor Type           : Processor\n"
+    " Sensor Number         : 70\n"
+    " Event Type            : Sensor-specific Discrete\n"
+    " Event Direction       : Assertion Event\n"
+    " Event Data (RAW)      : 010000\n"
+    " Event Interpretation  : Missing\n"
+    " Description           : Thermal Trip\n"
+    "\n"
+    "Sensor ID              : CPU0_Status (0x70)\n"
+    " Entity ID             : 3.5\n"
+    " Sensor Type (Discrete): Processor\n"
+    "\n"
+    "SEL Record ID          : 0019\n"
+    " Timestamp             : 01/03/2011 00:31:02\n"
+    " Sensor Type           : Temperature\n"
+    " Sensor Number         : 04\n"
+    " Event Type            : Threshold\n"
+    " Event Direction       : Deassertion Event\n"
+    " Trigger Reading       : 96.000degrees C\n"
+    " Trigger Threshold     : 95.000degrees C\n"
+    " Description           : Upper Critical going high\n"
+    "\n"
+    "next command\n"
+)
+
+
+def test_sel_verbose_records_are_one_event_each() -> None:
+    got = _events(sel.parse(SEL_VERBOSE.encode(), file="sel-get.txt"))
+    assert [(e["line"], e["kind"], e["severity"]) for e in got] == [
+        (1, "other", "info"), (2, "bmc.thermal", "critical"), (19, "bmc.thermal", "info"), (29, "other", "info")]  # fmt: skip
+    trip, temp = got[1], got[2]
+    assert trip["message"] == "Processor CPU0_Status | Thermal Trip | Asserted"
+    assert trip["ts"].isoformat() == "2011-01-03T00:29:14+00:00" and trip["detail"]["id"] == "0018"
+    assert temp["detail"]["asserted"] is False and (temp["detail"]["reading"], temp["detail"]["threshold"]) == (96.0, 95.0)
+    assert sel.sniff(SEL_VERBOSE) == 1.0
+    assert forensics.parse_bytes(SEL_VERBOSE.encode(), file="x").events.column("source")[1].as_py() == "sel"
+
+
+# Real iLO 4 IML lines (HewlettPackard/python-ilorest-library-old issue #8, ex22_dump_iml.py on a Gen9; the
+# thread's fix was re-seating a CPU): every severity printed "OK", so the wording is what says how grave.
+ILO_IML = (
+    "OK: Class 5 / Code 3:   Uncorrectable Machine Check Exception (Board 0, Processor 1, APIC ID 0x00000018, Bank "
+    "0x00000013, Status 0xFE200000'000C110A, Address 0x00000040'53500500, Misc 0xE8FCF016'1F002086)\n"
+    "OK: Class 20 / Code 5:  Unrecoverable System Error (NMI) has occurred.  System Firmware will log additional "
+    "details in a separate IML entry if possible\n"
+    "OK: Class 8 / Code 2:   Uncorrectable PCI Express Error (Embedded device, Bus 0, Device 2, Function 0, Error "
+    "status 0x00000024)\n"
+)
+
+
+def test_ilo_iml_lines_are_read_by_the_vendor_catalog() -> None:
+    from forensics import messages
+
+    read = messages.frame(messages.load(), pl.Series(ILO_IML.splitlines()))
+    assert read.select("catalog", "cat_kind", "cat_cause").rows() == [
+        ("vendor.hpe_iml_uncorrectable_mce", "bmc.cpu", "host_memory"),
+        ("vendor.hpe_iml_unrecoverable_system_error", "bmc.pcie", "pcie_link"),
+        ("vendor.hpe_iml_uncorrectable_pcie", "bmc.pcie", "pcie_link")]  # fmt: skip
+
+
 def test_redfish_entries_whole_or_cut() -> None:
     entry = {"@odata.id": "/redfish/v1/Systems/1/LogServices/SEL/Entries/7", "@odata.type": "#LogEntry.v1_9_0.LogEntry",
              "Id": "7", "EntryType": "SEL", "Severity": "Critical", "Created": "2024-05-01T10:00:00+02:00",
@@ -143,6 +210,54 @@ def test_redfish_entries_whole_or_cut() -> None:
     cut = json.dumps({"Members": [entry, entry]}, indent=2)[:-40]  # a paste that stops inside the second entry
     rows = _events(sel.parse(cut.encode(), file="sel.json"))
     assert [e["kind"] for e in rows] == ["bmc.psu", "unparsed"]
+
+
+# -------------------------------------------------------------------------------------------- vendorhealth
+
+IML = (  # synthetic, in `hpasmcli -s "show iml"`'s layout as check_hpasm's EventSubsystem/CLI.pm reads it
+    "Event: 29 Added: 00/00/0000 00:00\n"
+    "INFORMATIONAL: Maintenance - IML cleared through hpasmcli\n"
+    "\n"
+    "Event: 30 Added: 09/22/2011 05:11\n"
+    "CRITICAL: POST Messages - POST Error: 1615-Power Supply Failure or Power Supply Unplugged in Bay 2\n"
+    "\n"
+    "Event: 31 Added: 09/22/2011 05:12\n"
+    "CAUTION: PCI Bus - Uncorrectable PCI Express Error (Slot 4, Bus 65, Device 0, Function 0, Error status 0x00004000)\n"
+)
+
+
+def test_iml_records_are_events_in_the_incidents_zone() -> None:
+    got = _events(vendorhealth.parse(IML.encode(), file="iml.txt", timezone="Europe/Berlin"))
+    assert [(e["line"], e["kind"], e["severity"], e["detail"].get("catalog")) for e in got] == [
+        (1, "bmc.event", "info", None), (4, "bmc.psu", "error", "vendor.hpe_iml_psu_failure"),
+        (7, "bmc.pcie", "critical", "vendor.hpe_iml_uncorrectable_pcie")]  # fmt: skip
+    assert got[0]["ts"] is None and got[1]["ts"].isoformat() == "2011-09-22T03:11:00+00:00"
+    assert got[1]["detail"]["ts_from"] == "local" and got[2]["detail"]["class"] == "PCI Bus"
+    assert vendorhealth.sniff(IML) == 1.0 and sel.sniff(IML) == 0.0
+
+
+def test_a_pmbus_status_word_names_its_bits_and_a_healthy_module_gives_no_event() -> None:
+    golden = Path(__file__).parent / "golden/vendorhealth"
+    off = vendorhealth.parse((golden / "supermicro-pminfo-psu-off-status-word-284a-osm513.log").read_bytes(), file="pm")
+    event = _events(off)[0]
+    assert (event["kind"], event["severity"]) == ("bmc.psu", "critical")
+    assert event["detail"]["pmbus"].split(",") == ["INPUT", "POWER_GOOD#", "OFF", "VIN_UV_FAULT", "CML"]  # 0x284A
+    ok = vendorhealth.parse((golden / "supermicro-ipmicfg-pminfo-module1-ok-phpsysinfo393.log").read_bytes(), file="pm")
+    assert [e["kind"] for e in _events(ok)] == [] and ok.records == 1
+    assert {r["metric"] for r in ok.samples.to_pylist()} == {"voltage_v", "current_a", "temperature_c", "fan_rpm"}
+
+
+def test_a_failed_supply_in_hpasmcli_is_the_power(tmp_path: Path) -> None:
+    """The real `show powersupply` of openstreetmap/operations#239 (PSU 2 FAILED), beside a job that died."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "node1" / "hpasmcli.txt").write_bytes(
+        (Path(__file__).parent / "golden/vendorhealth/hpasmcli-show-powersupply-prompt-psu2-failed-osm239.log").read_bytes())
+    forensics.ingest([inc], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    d = forensics.diagnose(ds).row(0, named=True)
+    assert (d["root_cause"], d["rule"]) == ("power", "catalog:vendor.hpe_hpasmcli_psu_condition_failed")
+    assert ds.samples.filter(pl.col("source") == "vendorhealth").collect()["value"].to_list() == [135.0, 35.0]
 
 
 # --------------------------------------------------------------------------------------------- sensors

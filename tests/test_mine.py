@@ -105,7 +105,6 @@ KNOWN_MISSES = {
     "cr-torchpod-43-nvctk-140-compat-libs-geforce-error-804": "container_runtime: error 804 (forward compatibility) reads as the driver's; the toolkit injecting compat libs is the maintainer's finding",
     "drv-cwmlcontainers-10-gptneox-old-cuda-nccl278-a100-80gb-nodes": "driver: one 'unhandled system error' line of NCCL 2.7.8; the old CUDA for A100-80GB is in the prose",
     "hang-yolov5-4400-ddp-60s-timeout-rank0-label-cache-scan": "hang: a 60 s watchdog timeout while rank 0 scans labels reads as the code's",
-    "pcie-nvforum-29107-z420-k20c-completion-timeout-gen2": "pcie_link: an HP BIOS POST '928-Fatal PCIe error ... Completion timeout': no catalog reads POST errors",
     # blind batch 4 (corpus/BLIND.md), misses at the commit it was scored at:
     "drv-dcgmexp-84-a100-mig-gsp-xid120-119-exporter-sigkill-freeze": "driver: Xid 119/120 (GSP) read as the GPU's; the thread calls it a driver/firmware bug",
     "gpuhw-bigscience-tr11-176b-slow-gpu-5pct-throughput-drop-replaced": "gpu_hardware: a Megatron interval printed without its lm loss reads as NaN; the slow GPU shows only in throughput",
@@ -127,7 +126,6 @@ KNOWN_MISSES = {
     "nvlink-azhpcimages-506-gb200-fabric-insufficient-resources-cliqueid-0": "nvlink: nvidia-smi -q's fabric 'Status : Insufficient Resources' (GB200): no field of the gpus table reads the fabric state",
     "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
-    "power-osm-687-spike08-iml-p12v-regulator-psu-load-spike": "power: an iLO IML line of a 12 V regulator fault: no catalog row reads it",
     "storage-nodejsbuild-2977-packetnet-md127-100pct-workspace-full": "storage: df's 100% Use% column: no source reads df",
 }
 

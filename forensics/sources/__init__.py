@@ -14,7 +14,8 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import dcgm, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors, torch, trainlog
+from . import (dcgm, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors, torch,
+               trainlog, vendorhealth)
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
 SOURCES: dict[str, ModuleType] = {
@@ -22,7 +23,7 @@ SOURCES: dict[str, ModuleType] = {
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
     lspci.NAME: lspci, ibcounters.NAME: ibcounters, nicstats.NAME: nicstats,
     dcgm.NAME: dcgm, disks.NAME: disks,
-    sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries,
+    sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries, vendorhealth.NAME: vendorhealth,
 }  # fmt: skip
 
 #: Sources whose ``samples`` stamps are the machine's wall clock (a module with ``LOCAL_TIME = True``):

@@ -51,6 +51,7 @@ NAME = "sel"
 FORMS = (
     "ipmitool sel list / sel elist (1.8.x), Pre-Init records, threshold readings",
     "FreeIPMI ipmi-sel, with or without header, State and Event Direction columns",
+    "ipmitool sel get / sel list -v / sel elist -v records (SEL Record ID : ... blocks), OEM-decoded or not",
     "Redfish LogEntry JSON (iDRAC Sel/Lclog, iLO, Supermicro, OpenBMC/HGX EventLog), whole or excerpted",
 )
 
@@ -63,8 +64,12 @@ _READING = r"Reading ([-\d.]+) *[<>] *Threshold ([-\d.]+)"
 
 
 def sniff(head: str) -> float:
-    """1.0 when ``head`` opens with SEL records (most of its first table lines) or holds a Redfish LogEntry."""
+    """1.0 when ``head`` opens with SEL records (most of its first table lines), holds a verbose record or a
+    Redfish LogEntry."""
     if _REDFISH.search(head[:65536]):
+        return 1.0
+    if re.search(r"(?m)^\s*SEL Record ID\s*:\s*[0-9a-fA-F]+\s*$", head) and re.search(
+            r"(?m)^\s*(?:Event Direction|Sensor Type)\s*:", head):  # fmt: skip
         return 1.0
     lines = [line for line in head.splitlines()[:60] if "|" in line]
     if not lines:
@@ -100,9 +105,12 @@ def _tables(lines: pl.Series, *, timezone: str | None) -> tuple[pl.DataFrame, pl
     fields = pl.col("text").str.split("|").list.eval(pl.element().str.strip_chars())
     tool = pl.when(pl.col("text").str.contains(_IPMITOOL)).then(pl.lit("ipmitool")) \
         .when(pl.col("text").str.contains(_FREEIPMI)).then(pl.lit("freeipmi"))  # fmt: skip
-    df = df.with_columns(tool=tool, f=fields)
+    verbose, claimed = _verbose(lines)
+    df = df.with_columns(tool=tool, f=fields).with_columns(
+        tool=pl.when(pl.col("line").is_in(claimed)).then(pl.lit("verbose")).otherwise("tool"))
     records = pl.concat([_ipmitool(df.filter(pl.col("tool") == "ipmitool")),
-                         _freeipmi(df.filter(pl.col("tool") == "freeipmi"), names)], how="vertical_relaxed")  # fmt: skip
+                         _freeipmi(df.filter(pl.col("tool") == "freeipmi"), names), verbose],
+                        how="vertical_relaxed")  # fmt: skip
     rest = df.filter(pl.col("tool").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
     unparsed = pl.concat([
@@ -159,6 +167,69 @@ def _freeipmi(df: pl.DataFrame, names: list[str] | None) -> pl.DataFrame:
         .when(direction.str.starts_with("Assertion")).then(True),
         extra=pl.lit(None, pl.String),
     )  # fmt: skip
+
+
+#: ``ipmitool sel get ID`` / ``sel list -v`` / ``sel elist -v``: a record is a block of ``Name : value`` lines.
+_VERBOSE_START = re.compile(r"^\s*SEL Record ID\s*:\s*(?P<id>[0-9a-fA-F]+)\s*$")
+_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][\w ()/.+-]*?)\s*:\s?(?P<value>.*)$")
+
+
+def _verbose(lines: pl.Series) -> tuple[pl.DataFrame, list[int]]:
+    """The records of ipmitool's verbose form, and the lines their blocks hold. A block runs from its ``SEL
+    Record ID`` line over its fields, the sensor's fields ``sel get`` adds after a blank line and the
+    indented lines an OEM decoder prints, to the first line that is none of those."""
+    if not lines.str.contains(_VERBOSE_START.pattern).any():
+        return pl.DataFrame(schema=_RECORD), []
+    text = lines.to_list()
+    rows: list[dict[str, Any]] = []
+    claimed: list[int] = []
+    i = 0
+    while i < len(text):
+        start = _VERBOSE_START.match(text[i] or "")
+        if not start:
+            i += 1
+            continue
+        fields: dict[str, str] = {}
+        j = i + 1
+        while j < len(text):
+            line = text[j] or ""
+            if _VERBOSE_START.match(line) or (line.strip() and not line[0].isspace() and not _FIELD.match(line)):
+                break
+            if not line.strip() and not (j + 1 < len(text) and _FIELD.match(text[j + 1] or "")
+                                         and not _VERBOSE_START.match(text[j + 1] or "")):  # fmt: skip
+                break
+            field = _FIELD.match(line)
+            if field:
+                fields.setdefault(field["key"].strip(), field["value"].strip())
+            j += 1
+        claimed.extend(range(i + 1, j + 1))
+        rows.append(_verbose_row(i + 1, start["id"], fields))
+        i = j
+    return pl.DataFrame(rows, schema=_RECORD, orient="row"), claimed
+
+
+def _verbose_row(line: int, record_id: str, f: dict[str, str]) -> dict[str, Any]:
+    """One verbose block as a record: its text is the ``sel elist`` line it stands for (``Processor CPU0_Status
+    | Thermal Trip | Asserted``), so the catalogs read it as they read the table forms."""
+    kind = f.get("Sensor Type") or f.get("Sensor Type (Discrete)") or f.get("Sensor Type (Threshold)") or ""
+    name = re.sub(r"\s*\(0x[0-9a-fA-F]+\)$", "", f.get("Sensor ID", "")) or (
+        f"#0x{f['Sensor Number']}" if f.get("Sensor Number") else "")
+    direction = f.get("Event Direction", "")
+    asserted = False if direction.startswith("Deassert") else True if direction.startswith("Assert") else None
+    event = f.get("Description", "")
+    reading = re.match(r"[-\d.]+", f.get("Trigger Reading", ""))
+    threshold = re.match(r"[-\d.]+", f.get("Trigger Threshold", ""))
+    extra = f"Reading {reading[0]} > Threshold {threshold[0]}" if reading and threshold else None
+    sensor = f"{kind} {name}".strip()
+    if not sensor and not event:  # an OEM record (type c0-ff): its fields, as `sel list` prints them
+        sensor = f"OEM record {f.get('Record Type', '').split(' ')[0]}".strip()
+        event = " | ".join(v for k, v in f.items() if k not in ("Record Type", "Timestamp") and v)
+    said = "Asserted" if asserted else "Deasserted" if asserted is False else ""
+    stamp = re.fullmatch(r"(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)", f.get("Timestamp", ""))
+    return {"line": line, "text": " | ".join(p for p in (sensor, event, said, extra) if p), "id": record_id,
+            "stamp": f"{stamp[3]}-{stamp[1]}-{stamp[2]}T{stamp[4]}" if stamp else None, "sensor": sensor,
+            "type": kind or None, "name": name or None, "event": event or None, "state": None, "asserted": asserted,
+            "extra": extra}  # fmt: skip
 
 
 def _stamp(date: pl.Expr, time: pl.Expr, form: str) -> pl.Expr:
