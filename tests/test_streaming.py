@@ -156,6 +156,34 @@ def test_parse_path_streams_a_kernel_log_with_its_files_row_last(tmp_path: Path,
         k: whole.files.to_pylist()[0][k] for k in ("lines", "records", "unparsed", "bytes")}
 
 
+def test_ingest_reads_a_big_file_in_chunks_its_records_of_interest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file over ``archive.STREAM_BYTES`` is not read into memory: ingest reads it in chunks and keeps its
+    records of interest, as ``parse`` gives them; its lines are all counted and the digest is the one of
+    the file read whole."""
+    from forensics.ingest import archive
+    from forensics.ingest.discover import IncidentRef
+    from forensics.ingest.incident import digest, read_incident
+
+    (tmp_path / "node1").mkdir()
+    log = tmp_path / "node1" / "kern.log"
+    log.write_bytes(b"".join(c.read_bytes().rstrip(b"\n") + b"\n" for c in KERNEL_CASES[:40]))
+    ref = IncidentRef("big", tmp_path)
+    whole_digest = digest(ref)
+    monkeypatch.setattr(archive, "STREAM_BYTES", 4096)
+    monkeypatch.setattr(kernel, "FIRST_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kernel, "CHUNK_BYTES", 8192)
+    assert digest(ref) == whole_digest
+    tables = read_incident(ref)
+    parsed = parse_path(log)
+    assert len(list(iter_parse_path(log))) > 3  # (read in chunks)
+    keys = ("line", "kind", "code", "gpu", "message")
+    got = [{k: r[k] for k in keys} for r in tables.events.to_pylist()]
+    assert got == [{k: r[k] for k in keys} for r in parsed.events.to_pylist()] and got
+    files = tables.files.to_pylist()[0]
+    assert (files["file"], files["lines"], files["records"], files["bytes"]) == (
+        "node1/kern.log", log.read_bytes().count(b"\n"), parsed.files.column("records")[0].as_py(), log.stat().st_size)
+
+
 def test_a_syslog_crossing_new_year_in_a_later_chunk_is_dated_as_read_whole() -> None:
     """A real kern.log's December lines, then the same lines a month later (``Jan  3``): read in chunks of
     1 KiB, the January rows of later chunks fall in the next year, as read whole."""
