@@ -200,3 +200,16 @@ def test_a_syslog_crossing_new_year_in_a_later_chunk_is_dated_as_read_whole() ->
     january = kernel.parse_text(december.replace(b"Dec  2 ", b"Jan  3 "), file="kern.log", incident="", host=None,
                                 timezone=None, on_error="keep", year=2023, month_before=12)
     assert {r["ts"][:4] for r in _rows(january.events)} == {"2024"} and (january.year, january.month) == (2024, 1)
+
+
+def test_the_catalogs_anchors_kept_on_disk_are_the_catalogs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The anchors read back from the cache are those the catalogs give; a damaged cache file is read anew."""
+    from forensics import messages
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    expected = tuple(messages.load().anchors())
+    assert interest._catalog_anchors.__wrapped__() == expected  # written
+    (cached,) = tmp_path.glob("gpu-forensics/anchors-*.json")
+    assert interest._catalog_anchors.__wrapped__() == expected  # read back
+    cached.write_text('["only this"')
+    assert interest._catalog_anchors.__wrapped__() == expected
