@@ -213,3 +213,19 @@ def test_the_catalogs_anchors_kept_on_disk_are_the_catalogs(tmp_path: Path, monk
     assert interest._catalog_anchors.__wrapped__() == expected  # read back
     cached.write_text('["only this"')
     assert interest._catalog_anchors.__wrapped__() == expected
+
+
+def test_parse_path_streams_a_text_journal_with_its_files_row_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``journalctl -o short*`` logs one after another, read through ``iter_parse_path`` in small chunks:
+    the rows and counts of the file read whole."""
+    log = tmp_path / "journal.log"
+    short = [c for c in TEXT_JOURNALS if c.name.startswith("journal-short")][:30]
+    log.write_bytes(b"".join(c.read_bytes().rstrip(b"\n") + b"\n" for c in short))
+    whole = parse_bytes(log.read_bytes(), file=str(log), source="journal", all_lines=True)
+    monkeypatch.setattr(kernel, "FIRST_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kernel, "CHUNK_BYTES", 8192)
+    pieces = list(iter_parse_path(log, source="journal", all_lines=True))
+    assert len(pieces) > 3 and all(p.files.num_rows == 0 for p in pieces[:-1])
+    assert [r for p in pieces for r in _rows(p.events)] == _rows(whole.events)
+    keys = ("lines", "records", "unparsed", "bytes", "source")
+    assert {k: pieces[-1].files.to_pylist()[0][k] for k in keys} == {k: whole.files.to_pylist()[0][k] for k in keys}
