@@ -243,9 +243,11 @@ def _split(lines: pl.Series, *, journal_mono: bool | None) -> pl.DataFrame:
 
 
 @lru_cache(maxsize=2)
+@lru_cache(maxsize=2)
 def head_split(head: str, lines: int = 200) -> pl.DataFrame:
     """:func:`split` of the first ``lines`` lines of ``head``, for sniffing (the kernel and journal
-    sniffers look at the same head, so the split is made once)."""
+    sniffers look at the same head, so the split is made once: kept for the last heads asked; callers
+    read the frame, never change it)."""
     return split(pl.Series(head.splitlines()[:lines], dtype=pl.String))
 
 
