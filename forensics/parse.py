@@ -33,7 +33,7 @@ BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 #: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
-#: :mod:`forensics.sources.interest`); the kernel's are streamed in chunks.
+#: :mod:`forensics.sources.interest`), and are streamed in chunks.
 LINE_SOURCES = ("kernel", "journal")
 
 
@@ -227,25 +227,28 @@ def _choose(head: bytes, source: str) -> tuple[str | None, float | None]:
 
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
                     year: int | None = None, timezone: str | None = None, on_error: str = "keep",
-                    all_lines: bool = False) -> Iterator[Parsed]:  # fmt: skip
-    """Like :func:`parse_path`, in pieces: a kernel log, a journal in ``-o json`` or ``-o export`` form and
-    a job's output (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole
-    records, so memory stays bounded whatever their size; other files come whole. The ``files`` row
-    comes with the last piece (the others have none).
+                    all_lines: bool = False, name: str | None = None) -> Iterator[Parsed]:  # fmt: skip
+    """Like :func:`parse_path`, in pieces: a kernel log (syslog too), a journal in any form and a job's
+    output (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole records, so
+    memory stays bounded whatever their size; other files come whole. The ``files`` row comes with the
+    last piece (the others have none). ``name``: the file's name in the rows (by default ``path``).
     """
     p = Path(path)
+    name = str(path) if name is None else name
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         chosen, confidence = _choose(head, source)
-        streamed = chosen in (*JOB_SOURCES, "kernel") or (chosen == "journal" and journal._mode(head) != "text")
+        streamed = chosen in (*JOB_SOURCES, *LINE_SOURCES)
         if not streamed:
             stream.close()
-            yield parse_path(p, source=source, incident=incident, host=host, year=year, timezone=timezone,
-                             on_error=on_error, all_lines=all_lines)  # fmt: skip
+            yield parse_bytes(read_bytes(p), file=name, source=source, incident=incident, host=host, year=year,
+                              timezone=timezone, on_error=on_error, all_lines=all_lines)  # fmt: skip
             return
         check_options(year=year, timezone=timezone, on_error=on_error)
-        options = dict(file=str(path), incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
-        if chosen == "journal":
+        options = dict(file=name, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
+        if chosen == "journal" and journal._mode(head) == "text":
+            chunks = journal.iter_parse_text(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
+        elif chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]
         elif chosen == "kernel":
             chunks = kernel.iter_parse(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
@@ -264,9 +267,9 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,
                          error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0,
                          host=last.host if last else None)  # fmt: skip
-    files = _files_row(total, incident=incident, file=str(path), source=chosen, size=p.stat().st_size,
+    files = _files_row(total, incident=incident, file=name, source=chosen, size=p.stat().st_size,
                        confidence=confidence)
-    yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table())
+    yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table(), confidence=confidence)
 
 
 def parse_file(

@@ -52,14 +52,49 @@ class Limits:
         return max(0, min(self.file_bytes, self.incident_bytes - self.used))
 
 
+#: A plain file on disk (not compressed, not an archive) larger than this is not read into memory: its
+#: member holds its head and its path, and ingest reads it as a stream of chunks, its records of interest
+#: (``forensics.parse.iter_parse_path``). A kernel log read whole with every record takes ~12 times its
+#: bytes at its peak: below this size, under the 500 MB ingest keeps to.
+STREAM_BYTES = 32 << 20
+#: The head such a member holds (sniffing, bug-report and hostname checks read no more).
+HEAD_BYTES = 64 * 1024
+
+
 @dataclass
 class Member:
-    """One file of an incident: its path inside the incident, its bytes (None if unreadable) and why not."""
+    """One file of an incident: its path inside the incident, its bytes (None if unreadable) and why not.
+    A big plain file on disk (:data:`STREAM_BYTES`) holds only its head in ``data``, its path in
+    ``fs_path`` and its size in ``size``: read it with :meth:`blocks`."""
 
     path: str
     data: bytes | None
     error: str | None = None
     mtime: float | None = None
+    fs_path: str | None = None
+    size: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """The member's size (-1 when unreadable)."""
+        if self.fs_path is not None and self.size is not None:
+            return self.size
+        return len(self.data) if self.data is not None else -1
+
+    def blocks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The member's bytes, in blocks when it is left on disk."""
+        if self.fs_path is None:
+            if self.data:
+                yield self.data
+            return
+        with open(self.fs_path, "rb") as f:
+            while block := f.read(size):
+                yield block
+
+    def load(self) -> None:
+        """Read a member left on disk into ``data`` (a bug report is split in memory)."""
+        if self.fs_path is not None:
+            self.data, self.fs_path, self.size = b"".join(self.blocks()), None, None
 
 
 class _CapExceeded(Exception):
@@ -225,6 +260,10 @@ def expand_file(fs_path: str, name: str, *, limits: Limits, mtime: float | None 
                 size = _size(raw)
                 if size > limits.room():
                     yield Member(name, None, over_cap(limits, size), mtime)
+                    return
+                if size > STREAM_BYTES:
+                    limits.used += size
+                    yield Member(name, raw.read(HEAD_BYTES), None, mtime, fs_path=fs_path, size=size)
                     return
                 data = raw.read()
                 limits.used += len(data)

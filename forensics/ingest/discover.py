@@ -250,6 +250,8 @@ def _link_problem(link: Path, real_root: Path) -> str | None:
 def _items(member: Member, *, sos_root: str | None = None) -> Iterator[Item]:
     sos = sos_root if sos_root is not None else _sos_root(member.path)
     if member.data is not None and bugreport.is_bug_report(member.data[:4096]):
+        member.load()
+        assert member.data is not None
         for section in bugreport.split(member.data):
             listed_only = section.name == "header" or not section.data
             yield Item(Member(f"{member.path}#{section.name}", section.data, section.note, member.mtime),

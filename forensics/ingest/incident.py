@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from ..parse import count_lines, parse_bytes
+from ..parse import Parsed, count_lines, iter_parse_path, parse_bytes
 from .. import sources
 from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS, SAMPLES
 from ..sources.base import to_schema
@@ -68,9 +68,9 @@ def _new_digest(ref: IncidentRef) -> Any:
 
 def _hash_item(h: Any, item: Item) -> None:
     m = item.member
-    h.update(f"{m.path}\0{len(m.data) if m.data is not None else -1}\0{m.error}\0".encode())
-    if m.data:
-        h.update(m.data)
+    h.update(f"{m.path}\0{m.nbytes}\0{m.error}\0".encode())
+    for block in m.blocks():
+        h.update(block)
 
 
 def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> IncidentTables:
@@ -105,11 +105,13 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         if _INFORMATION.search(m.path) and m.data:
             facts.append({"file": m.path, **align.information_facts(m.data.decode("utf-8", "replace"))})
         if m.data is None or not item.parse:
-            size = len(m.data) if m.data is not None else 0
-            files.append(_file_row(m.path, None, size, count_lines(m.data or b""), 0, 0, m.error, None, item))
+            lines = sum(count_lines(b) for b in m.blocks()) if m.fs_path else count_lines(m.data or b"")
+            files.append(_file_row(m.path, None, max(m.nbytes, 0), lines, 0, 0, m.error, None, item))
             continue
-        # (every record: the clocks of an incident's files are aligned on lines of no interest too)
-        parsed = parse_bytes(m.data, file=m.path, all_lines=True)
+        if m.fs_path is not None:  # a big file: read in chunks, its records of interest (memory stays bounded)
+            parsed = _streamed(m.fs_path, m.path)
+        else:  # (every record: the clocks of an incident's files are aligned on lines of no interest too)
+            parsed = parse_bytes(m.data, file=m.path, all_lines=True)
         row = parsed.files.to_pylist()[0]
         error = "; ".join(e for e in (m.error, row["error"]) if e) or None
         files.append(_file_row(m.path, row["source"], row["bytes"], row["lines"], row["records"], row["unparsed"],
@@ -183,6 +185,21 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         incidents=incidents,
         samples=to_schema(sm, SAMPLES),
     )
+
+
+def _streamed(fs_path: str, name: str) -> Parsed:
+    """The rows of a big file on disk read in chunks (:func:`~forensics.parse.iter_parse_path`), one
+    chunk held at a time besides the rows kept."""
+    pieces = list(iter_parse_path(fs_path, name=name))
+    last = pieces[-1]
+
+    def joined(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+        kept = [t for t in tables if t.num_rows]
+        return pa.concat_tables(kept) if kept else schema.empty_table()
+
+    return Parsed(events=joined([p.events for p in pieces], EVENTS), files=last.files, source=last.source,
+                  gpus=joined([p.gpus for p in pieces], GPUS), metrics=joined([p.metrics for p in pieces], METRICS),
+                  confidence=last.confidence, samples=joined([p.samples for p in pieces], SAMPLES))  # fmt: skip
 
 
 _FILE_COLUMNS = {

@@ -35,7 +35,8 @@ class SourceResult:
     gpus: pa.Table | None = None  # nvidia-smi dumps: one row per GPU per dump
     metrics: pa.Table | None = None  # training logs: one row per step and metric
     samples: pa.Table | None = None  # telemetry: one row per reading (schema.SAMPLES)
-    year: int | None = None  # line-oriented logs: the year that dated year-less stamps (carried to the next chunk)
+    year: int | None = None  # line-oriented logs: the year of the last year-less stamp (carried to the next chunk)
+    month: int | None = None  # and its month: a New Year crossed between two chunks is followed
     host: str | None = None  # line-oriented logs: the host its first lines name most (rows of no interest too)
 
 

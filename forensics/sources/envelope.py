@@ -243,9 +243,11 @@ def _split(lines: pl.Series, *, journal_mono: bool | None) -> pl.DataFrame:
 
 
 @lru_cache(maxsize=2)
+@lru_cache(maxsize=2)
 def head_split(head: str, lines: int = 200) -> pl.DataFrame:
     """:func:`split` of the first ``lines`` lines of ``head``, for sniffing (the kernel and journal
-    sniffers look at the same head, so the split is made once)."""
+    sniffers look at the same head, so the split is made once: kept for the last heads asked; callers
+    read the frame, never change it)."""
     return split(pl.Series(head.splitlines()[:lines], dtype=pl.String))
 
 
@@ -276,12 +278,38 @@ def _looks_journal_mono(df: pl.DataFrame) -> bool:
     return hits * 2 > sample.len()
 
 
-def to_utc_in(frame: pl.DataFrame, stamp: str, kind: pl.Expr, *, year: int | None, timezone: str | None) -> tuple[pl.Expr, pl.Expr]:
+def to_utc_in(frame: pl.DataFrame, stamp: str, kind: pl.Expr, *, year: int | None, timezone: str | None,
+              month_before: int | None = None) -> tuple[pl.Expr, pl.Expr]:  # fmt: skip
     """:func:`to_utc` of ``frame``'s column ``stamp``; plain nulls when the column holds no stamp (the
     expressions that read a stamp cost a small file milliseconds: most job output has none)."""
     if frame.get_column(stamp).null_count() == frame.height:
         return pl.lit(None, pl.Datetime("us", "UTC")), pl.lit(None, pl.String)
-    return to_utc(pl.col(stamp), kind, year=year, timezone=timezone)
+    return to_utc(pl.col(stamp), kind, year=year, timezone=timezone, month_before=month_before)
+
+
+def yearless_months(stamps: pl.Series) -> pl.Series:
+    """The month of each year-less stamp (syslog's ``Jan  2 03:04:05``), null for other stamps."""
+    parts = stamps.str.extract_groups(_WALL)
+    month = (
+        parts.struct.field("mon").str.to_lowercase().str.strip_suffix(".")
+        .replace_strict(month_numbers(), default=None, return_dtype=pl.Int32)
+    )  # fmt: skip
+    return month.set(parts.struct.field("year").is_not_null(), None)  # type: ignore[arg-type]
+
+
+def year_after(months: pl.Series, *, year: int, month_before: int | None = None) -> tuple[int, int | None]:
+    """The year and month of the last of the year-less ``months`` (:func:`yearless_months`) of a log whose
+    first is dated in ``year`` (or follows a stamp of ``month_before`` in that year): a New Year is
+    crossed where the month goes back by more than six, as :func:`to_utc` reads it.
+
+    >>> year_after(pl.Series([11, 12, 1, 2]), year=2023), year_after(pl.Series([1, None]), year=2023, month_before=12)
+    ((2024, 2), (2024, 1))
+    """
+    seen = [m for m in months.to_list() if m is not None]
+    if not seen:
+        return year, month_before
+    steps = zip([month_before, *seen[:-1]], seen, strict=True)
+    return year + sum(1 for a, b in steps if a is not None and b - a < -6), seen[-1]
 
 
 def after_headers(ts: pl.Expr, delta: pl.Expr) -> pl.Expr:
@@ -294,8 +322,15 @@ def after_headers(ts: pl.Expr, delta: pl.Expr) -> pl.Expr:
     return pl.when(ts.is_null() & delta.is_not_null()).then(dated).otherwise(ts)
 
 
+#: A wall-clock stamp with a month's name: ``Jan  2 03:04:05``, ``Tue Jan  2 03:04:05 2024``.
+_WALL = (
+    r"^(?:[^\s\d]\S* +)?(?P<mon>[^\s\d]\S*?|\d{1,2}[月월]) *(?P<day>\d{1,2}) "
+    r"(?P<hms>\d\d:\d\d(?::\d\d(?:\.\d+)?)?)(?: (?P<year>\d{4}))?$"
+)
+
+
 def to_utc(
-    stamp: pl.Expr, kind: pl.Expr, *, year: int | None, timezone: str | None
+    stamp: pl.Expr, kind: pl.Expr, *, year: int | None, timezone: str | None, month_before: int | None = None
 ) -> tuple[pl.Expr, pl.Expr]:
     """Expressions for the absolute time of a printed stamp and how it was obtained.
 
@@ -303,7 +338,8 @@ def to_utc(
     without offset) are wall-clock times of the machine: read in ``timezone`` (``local``), or in UTC when
     none is given (``assumed``). Year-less stamps (syslog, ``dmesg -H``) need ``year``; without it their
     time stays unknown (null), never today's year. A year-less log that crosses New Year is followed
-    (the month going back by more than six means the next year).
+    (the month going back by more than six means the next year); ``month_before``: the month of the
+    year-less stamp before the first (a chunk's, in the chunk before), dated in ``year``.
     """
     tz = timezone or "UTC"
     iso = stamp.str.replace(",", ".", literal=True).str.replace(r"Z$", "+0000").str.replace(
@@ -311,10 +347,7 @@ def to_utc(
     )
     iso_zoned = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_unit="us")
     iso_local = iso.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", strict=False, time_unit="us")
-    parts = stamp.str.extract_groups(
-        r"^(?:[^\s\d]\S* +)?(?P<mon>[^\s\d]\S*?|\d{1,2}[月월]) *(?P<day>\d{1,2}) "
-        r"(?P<hms>\d\d:\d\d(?::\d\d(?:\.\d+)?)?)(?: (?P<year>\d{4}))?$"
-    )
+    parts = stamp.str.extract_groups(_WALL)
     months = month_numbers()
     month = (
         parts.struct.field("mon").str.to_lowercase().str.strip_suffix(".")
@@ -323,7 +356,10 @@ def to_utc(
     printed_year = parts.struct.field("year").cast(pl.Int32, strict=False)
     if year is not None:
         yearless_month = pl.when(printed_year.is_null()).then(month).forward_fill()
-        rollover = (yearless_month.diff().fill_null(0) < -6).cast(pl.Int32).cum_sum()
+        step = yearless_month.diff()
+        if month_before is not None:  # (the first year-less stamp follows the chunk before's last)
+            step = step.fill_null(yearless_month - month_before)
+        rollover = (step.fill_null(0) < -6).cast(pl.Int32).cum_sum()
         guessed_year = pl.lit(year, pl.Int32) + rollover
     else:
         guessed_year = pl.lit(None, pl.Int32)

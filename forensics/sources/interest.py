@@ -25,6 +25,7 @@ checked by the Polars passes, which see only those. The compiled database is kep
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from functools import cache
@@ -38,8 +39,10 @@ from ..regex import for_python, structure
 
 #: Up to this many lines the patterns run in Python (``re``, compiled once per process).
 PYTHON_ROWS = 256
-#: Above this many bytes per chunk the lines of interest are found with Hyperscan (when installed).
-HYPERSCAN_BYTES = 1 << 20
+#: Above this many bytes per chunk the lines of interest are found with Hyperscan (when installed): the
+#: Polars passes of the ~600 alternatives take ~0.25 s over a 1 MiB chunk, a log's first (its first rows
+#: wait for it), where loading the database and scanning take less.
+HYPERSCAN_BYTES = 64 << 10
 
 #: Markers that number boots or open a boot (the journal's, the kernel's hello).
 MARKERS = r"^[ \t>]*-- (?:Boot [0-9a-f]{32}|Reboot|Logs begin at |Journal begins at |No entries)|Linux version \d"
@@ -48,7 +51,43 @@ MARKERS = r"^[ \t>]*-- (?:Boot [0-9a-f]{32}|Reboot|Logs begin at |Journal begins
 def patterns(prefilters: tuple[str, ...]) -> tuple[str, ...]:
     """The patterns (Rust syntax) whose union makes a line of interest, for sources whose grammars have
     these ``prefilters``."""
-    return (*prefilters, *messages.load().anchors(), messages.TROUBLE, MARKERS)
+    return (*prefilters, *_catalog_anchors(), messages.TROUBLE, MARKERS)
+
+
+@cache
+def _catalog_anchors() -> tuple[str, ...]:
+    """The message catalogs' anchors (:meth:`forensics.messages.Catalog.anchors`), kept on disk under the
+    digest of the catalogs and of the code that reads them: reading the ~40 TOML files takes ~0.5 s, the
+    most of what a ``parse`` pays before its first row."""
+    from .. import regex
+
+    digest = hashlib.sha256()
+    for suffix in (".toml", ".csv"):
+        for name, text in messages._data_files(suffix):
+            digest.update(f"{name}\0{len(text)}\0".encode() + text.encode())
+    for module in (messages, regex):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    path = _cache_dir() / f"anchors-{digest.hexdigest()[:24]}.json"
+    try:
+        found = json.loads(path.read_text("utf-8"))
+        if isinstance(found, list) and all(isinstance(a, str) for a in found):
+            return tuple(found)
+    except (OSError, ValueError):
+        pass
+    anchors = tuple(messages.load().anchors())
+    _write(path, json.dumps(anchors).encode())
+    return anchors
+
+
+def _write(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` whole or not at all (a failed write is ignored: the cache is an aid)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 def of_interest(lines: pl.Series, data: bytes | None, prefilters: tuple[str, ...]) -> pl.Series:
@@ -148,11 +187,5 @@ def _database(pats: tuple[str, ...]) -> object | None:
         db.compile(expressions=list(exprs), ids=list(range(len(exprs))), elements=len(exprs), flags=list(flags))
     except hyperscan.error:
         return None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(hyperscan.dumpb(db))
-        tmp.replace(path)
-    except OSError:
-        pass
+    _write(path, hyperscan.dumpb(db))
     return db

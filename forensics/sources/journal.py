@@ -47,7 +47,7 @@ import json
 import re
 import struct
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
 from typing import Any, BinaryIO
@@ -287,14 +287,9 @@ def parse(
     gives the records of interest (:mod:`.interest`), or every record with ``all_lines``."""
     mode = _mode(data[:65536])
     if mode == "text":
-        data = unquote(data)
-        if year is None or timezone is None:
-            header_year, header_zone = header_context(data[:65536].decode("utf-8", "replace"))
-            year = year if year is not None else header_year
-            timezone = timezone if timezone is not None else header_zone
-        return kernel.parse_text(data, file=file, incident=incident, host=host, year=year, timezone=timezone,
-                                 on_error=on_error, full=full, all_lines=all_lines, with_envelope=_with_boots,
-                                 **_RECORDS)  # fmt: skip
+        return kernel.combine(list(iter_parse_text(io.BytesIO(data).read, file=file, incident=incident, host=host,
+                                                   year=year, timezone=timezone, on_error=on_error, full=full,
+                                                   all_lines=all_lines)))  # fmt: skip
     chunks = list(iter_parse(io.BytesIO(data), file=file, incident=incident, host=host, year=year,
                              timezone=timezone, on_error=on_error, full=full, mode=mode))  # fmt: skip
     return combine(chunks)
@@ -312,14 +307,69 @@ def unquote(data: bytes) -> bytes:
     >>> unquote(b"> Feb 12 10:02:01 n1 kubelet[1]: x\\n> Feb 12 10:02:06 n1 kubelet[1]: y\\n")
     b'Feb 12 10:02:01 n1 kubelet[1]: x\\nFeb 12 10:02:06 n1 kubelet[1]: y\\n'
     """
-    head = [line for line in data[:65536].split(b"\n")[:200] if line.strip()]
-    if not head:
-        return data
-    for prefix in _PASTE_PREFIXES:
-        rx = re.compile(rb"^(?:" + prefix + rb")")
-        if sum(1 for line in head if rx.match(line)) >= 0.8 * len(head):
-            data = re.compile(rb"(?m)^(?:" + prefix + rb")").sub(b"", data)
+    for rx in _paste_prefixes(data[:65536]):
+        data = rx.sub(b"", data)
     return data
+
+
+def _paste_prefixes(head: bytes) -> list[re.Pattern[bytes]]:
+    """The prefixes (as patterns that remove them) a paste put before (nearly) every line of ``head``."""
+    lines = [line for line in head.split(b"\n")[:200] if line.strip()]
+    found = []
+    for prefix in _PASTE_PREFIXES if lines else ():
+        rx = re.compile(rb"^(?:" + prefix + rb")")
+        if sum(1 for line in lines if rx.match(line)) >= 0.8 * len(lines):
+            found.append(re.compile(rb"(?m)^(?:" + prefix + rb")"))
+    return found
+
+
+class _Unquoted:
+    """``read(n)`` of a text journal with the paste's prefixes (:func:`unquote`, decided from its head)
+    taken off every line; ``head`` holds its first 64 KiB as read."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self._read = read
+        self.head = read(65536)
+        self._prefixes = _paste_prefixes(self.head)
+        self._raw = self.head  # read, not yet unquoted (a line's start may be in the next block)
+        self._out = b""
+        self._eof = len(self.head) < 65536
+
+    def read(self, n: int) -> bytes:
+        while len(self._out) < n and not (self._eof and not self._raw):
+            if not self._eof:
+                block = self._read(max(n, 65536))
+                self._eof = not block
+                self._raw += block
+            cut = len(self._raw) if self._eof else self._raw.rfind(b"\n") + 1
+            text, self._raw = self._raw[:cut], self._raw[cut:]
+            for rx in self._prefixes:
+                text = rx.sub(b"", text)
+            self._out += text
+        out, self._out = self._out[:n], self._out[n:]
+        return out
+
+
+def iter_parse_text(
+    read: Callable[[int], bytes],
+    *,
+    file: str,
+    year: int | None = None,
+    timezone: str | None = None,
+    chunk_bytes: int | None = None,
+    **options: Any,
+) -> Iterator[SourceResult]:
+    """Parse a journal in a text mode (``short*``, ``cat``, ``with-unit``; also syslog files that name their
+    services) from ``read(n)`` in chunks cut where a record starts, as the kernel source reads its logs
+    (:func:`.kernel.iter_parse`), holding one chunk at a time. The ``-- Logs begin at … --`` header of its
+    head gives the year and zone not given; boot numbers continue across chunks."""
+    unquoted = _Unquoted(read)
+    if year is None or timezone is None:
+        header_year, header_zone = header_context(unquote(unquoted.head).decode("utf-8", "replace"))
+        year = year if year is not None else header_year
+        timezone = timezone if timezone is not None else header_zone
+    yield from kernel.iter_parse(unquoted.read, file=file, chunk_bytes=chunk_bytes, year=year, timezone=timezone,
+                                 stamps=_DAEMON_STAMPS, with_envelope=_Boots(), **options, **_RECORDS)  # fmt: skip
 
 
 _HEADER = re.compile(
@@ -394,8 +444,10 @@ def iter_parse(
     stays bounded whatever the file's size. Each result holds the rows of whole records; the counts of
     the last one (``lines``) are the file's. Boot numbers continue across chunks.
     """
-    if mode is None:  # a file opened for reading in binary mode can be peeked at
-        mode = _mode(stream.peek(65536)[:65536]) if hasattr(stream, "peek") else "json"
+    if mode is None:  # (a stream that cannot be peeked at, io.BytesIO, is read through a buffer that can)
+        if not hasattr(stream, "peek"):
+            stream = io.BufferedReader(stream, 1 << 16)  # type: ignore[arg-type]
+        mode = _mode(stream.peek(65536)[:65536])  # type: ignore[attr-defined]
     counts = _Counts()
     readers = {"json": _iter_json_entries, "verbose": _iter_verbose_entries}
     entries = readers.get(mode, _iter_export_entries)(stream, counts)
@@ -445,22 +497,42 @@ def combine(chunks: list[SourceResult]) -> SourceResult:
     )  # fmt: skip
 
 
-def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
-    """Number the boots: a ``-- Boot --``/``-- Reboot --`` marker, or the uptime going backwards."""
-    marker = lines.str.extract(r"^-- Boot ([0-9a-f]{32}) --", 1)
-    is_boot = lines.str.contains(r"^-- (?:Boot [0-9a-f]{32}|Reboot) --")
-    # Kernel entries carry the kernel's clock and userspace ones CLOCK_MONOTONIC: after a suspend, or
-    # around journald's "Missed N kernel messages", the stamps step back a little inside one boot. A
-    # new boot starts the clock again: the uptime falls to less than half, or the kernel says hello.
-    uptime = env.get_column("uptime_s").forward_fill()
-    before = uptime.shift(1)
-    hello = lines.str.contains(r"kernel: Linux version \d")
-    back = ((uptime < before) & ((uptime < before * 0.5) | hello)).fill_null(False)
-    starts = (is_boot | back).cast(pl.Int32).cum_sum()
-    # A marker before the first entry opens boot 0, not boot 1.
-    first_entry = (~is_boot & (lines.str.strip_chars() != "")).arg_true()
-    offset = int(starts[int(first_entry[0])]) if first_entry.len() else 0
-    boot_id = marker.forward_fill().replace("00000000000000000000000000000000", None)
+class _Boots:
+    """Number the boots of a text journal read in chunks (the ``with_envelope`` of
+    :func:`.kernel.parse_text`, called once per chunk in file order): a ``-- Boot --``/``-- Reboot --``
+    marker, or the uptime going backwards. The boots counted, the last uptime and boot id carry over."""
+
+    def __init__(self) -> None:
+        self.starts = 0  # boots started in the chunks before
+        self.offset: int | None = None  # the boots started before the first entry
+        self.uptime: float | None = None
+        self.boot_id: str | None = None
+
+    def __call__(self, env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
+        marker = lines.str.extract(r"^-- Boot ([0-9a-f]{32}) --", 1)
+        is_boot = lines.str.contains(r"^-- (?:Boot [0-9a-f]{32}|Reboot) --")
+        # Kernel entries carry the kernel's clock and userspace ones CLOCK_MONOTONIC: after a suspend, or
+        # around journald's "Missed N kernel messages", the stamps step back a little inside one boot. A
+        # new boot starts the clock again: the uptime falls to less than half, or the kernel says hello.
+        carried = pl.Series([self.uptime], dtype=pl.Float64)
+        uptime = pl.concat([carried, env.get_column("uptime_s").cast(pl.Float64)]).forward_fill()
+        before, uptime = uptime.shift(1).slice(1), uptime.slice(1)
+        hello = lines.str.contains(r"kernel: Linux version \d")
+        back = ((uptime < before) & ((uptime < before * 0.5) | hello)).fill_null(False)
+        starts = (is_boot | back).cast(pl.Int32).cum_sum() + self.starts
+        # A marker before the first entry opens boot 0, not boot 1.
+        if self.offset is None:
+            first_entry = (~is_boot & (lines.str.strip_chars() != "")).arg_true()
+            self.offset = int(starts[int(first_entry[0])]) if first_entry.len() else None
+        offset = self.offset if self.offset is not None else int(starts.max() or 0)
+        ids = pl.concat([pl.Series([self.boot_id], dtype=pl.String), marker]).forward_fill().slice(1)
+        if starts.len():
+            self.starts, self.uptime, self.boot_id = int(starts[-1]), uptime[-1], ids[-1]
+        return _boots_columns(env, starts - offset, ids.replace("00000000000000000000000000000000", None), lines)
+
+
+def _boots_columns(env: pl.DataFrame, boot: pl.Series, boot_id: pl.Series, lines: pl.Series) -> pl.DataFrame:
+    """The envelope with its boots, journalctl's own lines and the services of lines cut short."""
     # journalctl's own lines (-- Logs begin at … --, -- No entries --) are the journal's, not the kernel's.
     notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
     ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
@@ -468,7 +540,7 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     bare = env.get_column("msg").str.extract_groups(ascii_classes(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$"))
     named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
     env = env.with_columns(
-        boot=(starts - offset).clip(0), boot_id=boot_id,
+        boot=boot.clip(0), boot_id=boot_id,
         host=pl.when(env.get_column("host").str.contains(r"^(?:\.\.\.|…)$")).then(None).otherwise(env.get_column("host")),
         ident=pl.when(named).then(bare.struct.field("i").str.replace(r"^.*/", "")).otherwise(ident),
         ipid=pl.when(named).then(bare.struct.field("p").cast(pl.Int64, strict=False)).otherwise(env.get_column("ipid")),
@@ -486,6 +558,8 @@ _DAEMON_LOGS = (
     ("nv-hostengine", r"^(?P<year>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?) "
                       r"(?P<lvl>ERROR|WARNING|WARN|INFO|DEBUG|FATAL|CRITICAL) \[\d+:\d+\] (?P<m>.*)$", "iso"),
 )  # fmt: skip
+#: A line of one of those logs (what opens it is a stamp the envelope does not read).
+_DAEMON_STAMPS = ascii_classes("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', p)})" for _, p, _ in _DAEMON_LOGS))
 _DAEMON_LEVELS = {"FATAL": "critical", "CRITICAL": "critical", "ERROR": "error", "WARNING": "warning", "WARN": "warning",
                   "INFO": "info", "DEBUG": "debug"}  # fmt: skip
 

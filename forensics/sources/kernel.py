@@ -674,7 +674,10 @@ def parse(
 
 #: Bytes per chunk of a kernel log read as a stream (cut where a record starts, see :func:`iter_chunks`).
 #: The frames of a chunk take a few times its bytes; the records of interest are a small part of it.
-CHUNK_BYTES = 16 << 20
+#: Ingest of the 271 MB generated log's file (``incident._streamed``), one run each under load: 16 MiB
+#: 6.5 s CPU and a 332 MB peak, 8 MiB 6.7 s and 257 MB, 4 MiB 7.1 s and 213 MB; the ~1 GB log at 8 MiB:
+#: 297 MB (386 MB at 16 MiB), the rows of interest kept being what grows.
+CHUNK_BYTES = 8 << 20
 #: Bytes of the first chunk; each next one is twice the last, up to CHUNK_BYTES.
 FIRST_CHUNK_BYTES = 1 << 20
 #: How many times CHUNK_BYTES a chunk may grow while looking for a line that starts a record.
@@ -688,6 +691,7 @@ def iter_parse(
     *,
     file: str,
     chunk_bytes: int | None = None,
+    stamps: str | None = None,
     incident: str = "",
     host: str | None = None,
     year: int | None = None,
@@ -700,17 +704,20 @@ def iter_parse(
     Each result holds the rows of whole records and that chunk's ``records`` and ``unparsed``; its
     ``lines`` and ``invalid_utf8_lines`` count the file so far (the last result's are the file's). The
     share of stamped lines and a year read from a stamp carry from chunk to chunk. Options: those of
-    :func:`parse_text`.
+    :func:`parse_text`; ``stamps``: the stamps of lines the envelope does not read (see :class:`_Shape`).
     """
     lines = bad = 0
-    for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES):
+    month = None
+    for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES, stamps):
         result = parse_text(chunk, file=file, incident=incident, host=host, year=year, timezone=timezone,
                             on_error=on_error, stamp_share=shape.share, indented=shape.indented, deltas=shape.deltas,
-                            line_offset=lines, **options)  # fmt: skip
+                            line_offset=lines, month_before=month, **options)  # fmt: skip
         lines += count_lines(chunk)
         bad += result.invalid_utf8_lines
         result.lines, result.invalid_utf8_lines, result.host = lines, bad, shape.host
-        year = year if year is not None else result.year
+        # the year (and month) of the chunk's last year-less stamp dates the next chunk's
+        year = result.year if result.year is not None else year
+        month = result.month if result.month is not None else month
         yield result
     if not lines:
         yield SourceResult(events_table([]), lines=0, records=0, unparsed=0, error=None)
@@ -735,9 +742,10 @@ class _Shape:
     indented: bool | None = None  # a paste indented as a whole (None: decide for each piece)
     host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
     deltas: bool = False  # a dmesg -H log: its rows are dated by the deltas of every line (all are read)
+    stamps: str | None = None  # stamps the envelope does not read that a source's lines open with (regex)
 
     @staticmethod
-    def of(head: bytes) -> _Shape:
+    def of(head: bytes, stamps: str | None = None) -> _Shape:
         at = 0
         for _ in range(SHARE_LINES):  # the first SHARE_LINES lines
             at = head.find(b"\n", at) + 1
@@ -747,11 +755,12 @@ class _Shape:
         raw = split_lines(head[:at])[0]
         lines = dedent(raw, least=1)
         env = envelope.split(lines)
-        share = float(env.get_column("stamped").mean() or 0.0) if env.height else 0.0
+        stamped = env.get_column("stamped") | (env.get_column("msg").str.contains(stamps) if stamps else False)
+        share = float(stamped.mean() or 0.0) if env.height else 0.0
         hosts = env.get_column("host").drop_nulls()
         host = hosts.mode().sort().first() if hosts.len() else None
         deltas = bool(lines.head(DELTA_HEAD).str.contains(DELTA_LINE).any())
-        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas)  # type: ignore[arg-type]
+        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps)  # type: ignore[arg-type]
 
     def starts(self, line: str) -> bool:
         """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
@@ -763,6 +772,8 @@ class _Shape:
             return True
         m = _ENVELOPE_PY.match(line)
         stamped = m is not None and any(m.group(g) for g in envelope.STAMP_GROUPS)
+        if not stamped and self.stamps is not None:
+            stamped = _python_re(self.stamps).match(line[m.end():] if m is not None else line) is not None
         if not stamped and (line[:1].isspace() or self.share >= 0.5):
             return False
         rest = line[m.end():] if m is not None else line
@@ -778,10 +789,16 @@ _SYSLOG_HEAD_PY = re.compile(for_python(envelope.SYSLOG_HEAD))
 _CONTINUES = re.compile(for_python(ascii_classes("|".join(f"(?:{p})" for p in _continuation_patterns()))))
 
 
-def iter_chunks(read: Callable[[int], bytes], size: int) -> Iterator[tuple[bytes, _Shape]]:
+@cache
+def _python_re(pattern: str) -> re.Pattern[str]:
+    return re.compile(for_python(pattern))
+
+
+def iter_chunks(read: Callable[[int], bytes], size: int, stamps: str | None = None) -> Iterator[tuple[bytes, _Shape]]:
     """Chunks of whole lines from ``read(n)``, each ending before a line on which a record surely starts
     (:meth:`_Shape.starts`, the shape read from the first block), with that shape; a chunk with no such
-    line grows, up to ``MAX_GROWTH`` times ``size``, and is then cut at a line end."""
+    line grows, up to ``MAX_GROWTH`` times ``size``, and is then cut at a line end. ``stamps``: see
+    :class:`_Shape`."""
     pending = b""
     shape: _Shape | None = None
     want = min(size, FIRST_CHUNK_BYTES)  # (small first: the first rows come at once, the rest in big chunks)
@@ -790,7 +807,7 @@ def iter_chunks(read: Callable[[int], bytes], size: int) -> Iterator[tuple[bytes
         if not block:
             break
         buf = pending + block
-        shape = shape or _Shape.of(buf)
+        shape = shape or _Shape.of(buf, stamps)
         asked, want = want, min(size, want * 2)
         end = buf.rfind(b"\n") + 1
         if len(block) < asked:  # the end of the input: what is left is one chunk
@@ -804,7 +821,7 @@ def iter_chunks(read: Callable[[int], bytes], size: int) -> Iterator[tuple[bytes
         yield buf[:cut], shape
         pending = buf[cut:]
     if pending:
-        yield pending, shape or _Shape.of(pending)
+        yield pending, shape or _Shape.of(pending, stamps)
 
 
 def _last_start(buf: bytes, end: int, shape: _Shape) -> int | None:
@@ -832,6 +849,7 @@ def parse_text(
     deltas: bool | None = None,
     indented: bool | None = None,
     line_offset: int = 0,
+    month_before: int | None = None,
     **options: Any,
 ) -> SourceResult:
     """Line-oriented logs: lines → envelopes → records → events, for every source that prints kernel-
@@ -839,8 +857,10 @@ def parse_text(
     ``all_lines`` (or ``full``, the Lark-only reference) is given. ``with_envelope`` may add columns to the
     envelope frame (the journal's boot numbers); ``services`` and ``detail_columns`` are passed to
     :func:`parse_records`. ``stamp_share`` is the file's (:func:`group_records`), ``indented`` whether
-    it is a paste indented as a whole (:func:`forensics.text.dedent`) and ``line_offset`` the lines
-    before ``data`` in it, when ``data`` is a chunk of a file. ``deltas``: the file is a ``dmesg -H`` log
+    it is a paste indented as a whole (:func:`forensics.text.dedent`), ``line_offset`` the lines
+    before ``data`` in it and ``month_before`` the month of the last year-less stamp before it (dated in
+    ``year``), when ``data`` is a chunk of a file. The result's ``year`` and ``month`` are those of
+    its last year-less stamp. ``deltas``: the file is a ``dmesg -H`` log
     (its head holds ``[  +0.000127]`` lines), read whole since every line's delta dates the rows after it.
     """
     lines, bad_utf8 = split_lines(data)
@@ -894,10 +914,8 @@ def parse_text(
             year = found if year is None or found is None else min(year, found)
         del heads
     del every
-    result = parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
-                           detail_columns=detail_columns, **options)  # fmt: skip
-    result.year = year
-    return result
+    return parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
+                         detail_columns=detail_columns, month_before=month_before, **options)  # fmt: skip
 
 
 #: A ``dmesg -H`` line: its stamp is the seconds since the line before (``[  +0.000127]``).
@@ -974,16 +992,18 @@ def parse_records(
     bad_utf8: int = 0,
     services: Families | None = None,
     detail_columns: tuple[str, ...] = (),
+    month_before: int | None = None,
 ) -> SourceResult:
     """Records of an envelope-split, grouped frame → events.
 
     Kernel lines (no syslog identifier, or ``kernel``) go through the kernel families; other lines
     through ``services`` (read as ``ident: message``) when given, else they are ``other`` rows of
-    source ``journal``. ``detail_columns`` of ``df`` are copied into every row's detail.
+    source ``journal``. ``detail_columns`` of ``df`` are copied into every row's detail. ``month_before``:
+    see :func:`parse_text`.
     """
     if df.height == 0:  # (no record, or none of interest: the lines are counted all the same)
         return SourceResult(events_table([]), lines=lines, records=0, unparsed=0, error=None,
-                            invalid_utf8_lines=bad_utf8)
+                            invalid_utf8_lines=bad_utf8, year=year, month=month_before)
     kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
     service_text = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("piece"))
     if full:
@@ -1015,7 +1035,12 @@ def parse_records(
     if year is None:
         year = _year_from_stamps(heads)
     # (uptime-only logs, plain dmesg, have no wall-clock time to read)
-    ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone)
+    ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone,
+                                     month_before=month_before)  # fmt: skip
+    end_year, end_month = year, month_before
+    if year is not None and heads.get_column("stamp_kind").is_in(["syslog", "human"]).any():
+        months = envelope.yearless_months(heads.get_column("stamp"))
+        end_year, end_month = envelope.year_after(months, year=year, month_before=month_before)
     heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).with_columns(
         ts=envelope.after_headers(pl.col("ts"), pl.col("delta_s")),
         ts_from=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_from").forward_fill()),
@@ -1062,7 +1087,7 @@ def parse_records(
     if errors and on_error == "warn":
         note = f"{errors} unparsed record(s); first at {first_error}"
     return SourceResult(table, lines=lines, records=heads.height, unparsed=errors, error=note,
-                        invalid_utf8_lines=bad_utf8)  # fmt: skip
+                        invalid_utf8_lines=bad_utf8, year=end_year, month=end_month)  # fmt: skip
 
 
 def _year_from_stamps(heads: pl.DataFrame) -> int | None:
