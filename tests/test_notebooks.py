@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,15 +38,16 @@ def test_notebook_text_renders_and_is_not_stale(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path: Path) -> None:
+def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(path, as_version=4)
-    before = set(Path(tempfile.gettempdir()).glob("forensics-notebook-*"))
+    # The kernel gets a temporary folder of its own (another run's notebook may be using /tmp right now).
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     # Any cell that raises fails the test (CellExecutionError, with the cell and its traceback).
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()  # fmt: skip
-    assert set(Path(tempfile.gettempdir()).glob("forensics-notebook-*")) == before  # nothing left in /tmp
+    assert list(tmp_path.glob("forensics-notebook-*")) == []  # the notebook left nothing in its /tmp
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     # The figures reached the notebook as Plotly figures, the tables as HTML.
