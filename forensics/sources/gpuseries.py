@@ -105,7 +105,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     numeric = pl.col("text").str.contains(r"^\s*\d[\d:]*\s+[\d-]")
     unparsed = telemetry_rows.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
     other = telemetry_rows.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
-    derived = derive.events(samples)
+    derived = derive.events(samples, ts_from="local" if timezone else "assumed")  # the machine's wall clock
     frames = [f for f in (derived, unparsed, other) if f.height]
     events = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
                                     source=NAME, file=file, incident=incident, host=host)  # fmt: skip

@@ -653,7 +653,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
                                                                     {"error": error}, file, incident, host, None)])])  # fmt: skip
     if series is not None and series.num_rows:
-        derived = derive.events(series, skip=_PER_ROW)
+        derived = derive.events(series, skip=_PER_ROW, ts_from="local" if timezone else "assumed")
         if derived.height:
             extra = telemetry_rows.events_frame(derived, source=NAME, file=file, incident=incident, host=host)
             events = pa.concat_tables([events, extra]).sort_by([("line", "ascending")])
