@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _TS = pl.Datetime("us", "UTC")
 _OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "severity": pl.String,
@@ -44,12 +45,13 @@ def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: st
         return pl.DataFrame(schema=_OUT)
     wanted = [r for r in rules() if r["kind"] not in skip]
     metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
-    frame = pl.from_arrow(samples).lazy().filter(pl.col("metric").is_in(list(metrics))) \
-        .with_columns(key=pl.coalesce("gpu", "device").fill_null("")).sort("metric", "key", "line").collect()  # fmt: skip
+    wanted_rows = pc.is_in(samples.column("metric"), value_set=pa.array(sorted(metrics)))
+    frame = pl.from_arrow(samples.filter(wanted_rows).select(["file", "line", "ts", "gpu", "device", "metric", "value"]))
     assert isinstance(frame, pl.DataFrame)
-    # one sorted series per metric, shared by the rules that read it
-    series = frame.partition_by("metric", as_dict=True, maintain_order=True)
-    by_metric = {key[0]: part for key, part in series.items()}
+    # a GPU's readings by an integer key (windows over strings hash every row); one sorted series per metric,
+    # shared by the rules that read it
+    frame = frame.with_columns(key=pl.coalesce("gpu", "device").fill_null("").cast(pl.Categorical).to_physical())
+    by_metric = {str(m): part.sort("key", "line") for (m,), part in frame.group_by("metric")}
     found = [_apply(rule, by_metric, ts_from) for rule in wanted if rule["metric"] in by_metric]
     found = [f for f in found if f.height]
     return pl.concat(found).sort("line", "kind") if found else pl.DataFrame(schema=_OUT)

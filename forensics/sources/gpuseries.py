@@ -82,20 +82,26 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     lines, bad_utf8 = split_lines(data)
     df = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
     # a capture quoted in a mail or a markdown post: "> " before each line, the header's "#" escaped as "\#"
-    df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#"))
+    quoted = re.search(rb"(?m)^[ \t]*(?:>|\\#)", data) is not None
+    df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#")
+                         if quoted else pl.col("raw"))  # fmt: skip
     df = df.with_columns(header=pl.col("text").str.contains(_HEADER))
     # each row belongs to the header above it; dmon repeats its header, so rows are read per distinct header
     # (a few), never per header line (one every screenful)
     df = df.with_columns(columns=pl.when("header").then(pl.col("text").str.strip_chars().str.strip_chars_start("#")
-                                                        .str.strip_chars().str.to_lowercase()).forward_fill(),
-                         tokens=pl.col("text").str.extract_all(r"\S+"))  # fmt: skip
+                                                        .str.strip_chars().str.to_lowercase()
+                                                        .str.replace_all(r"\s+", " ")).forward_fill())  # fmt: skip
     body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
+    body = body.with_columns(norm=pl.col("text").str.replace_all(r"\s+", " ").str.strip_chars())
     parts, used = [], []
     for (columns,) in body.select("columns").unique(maintain_order=True).iter_rows():
-        names = columns.split()
-        rows = body.filter((pl.col("columns") == columns) & (pl.col("tokens").list.len() == len(names)))
+        names = columns.split(" ")
+        # a row has as many cells as its header names: split once, each cell a field
+        rows = body.filter((pl.col("columns") == columns) & (pl.col("norm") != "")
+                           & (pl.col("norm").str.count_matches(" ") == len(names) - 1))  # fmt: skip
         used.append(rows.select("line"))
-        parts.append(_dmon_block(rows, names, timezone=timezone))
+        cells = rows.select("line", split=pl.col("norm").str.split_exact(" ", len(names) - 1)).unnest("split")
+        parts.append(_dmon_block(cells, names, timezone=timezone))
     readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry_rows.READINGS)
     samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
     taken = pl.concat(used) if used else pl.DataFrame(schema={"line": pl.Int64})
@@ -118,7 +124,10 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     if rows.height == 0:
         return pl.DataFrame(schema=telemetry_rows.READINGS)
     at = {name: i for i, name in enumerate(names)}
-    token = pl.col("tokens").list.get
+
+    def token(i: int) -> pl.Expr:
+        return pl.col(f"field_{i}")
+
     date = token(at["date"]) if "date" in at else None
     time = token(at["time"]) if "time" in at else None
     if date is not None and time is not None:
@@ -130,10 +139,10 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     else:
         stamp = pl.lit(None, pl.String)  # -o T alone: a time of an unknown day
     ts, _ = envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
-    base = rows.select("line", "tokens", ts=ts, device=token(at["gpu"]))
+    base = rows.with_columns(ts=ts, device=token(at["gpu"]))
     known = columns()["dmon"]
     parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
-                         value=pl.col("tokens").list.get(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
+                         value=token(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
              for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
     return pl.concat(parts).select(list(telemetry_rows.READINGS)).cast(telemetry_rows.READINGS) if parts else pl.DataFrame(schema=telemetry_rows.READINGS)  # type: ignore[arg-type]
 
