@@ -211,7 +211,7 @@ def _iostat_frame(series: pl.Series, tz: ZoneInfo) -> tuple[pl.DataFrame | None,
         .otherwise(local.dt.replace_time_zone(str(tz), ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")),
     ).drop_nulls("stamp")  # fmt: skip
     df = df.join(stamps, on="line", how="left", maintain_order="left").with_columns(ts=pl.col("stamp").forward_fill())
-    number = r"-?\d+(?:[.,]\d+)?"
+    number = r"-?[0-9]+(?:[.,][0-9]+)?"  # ASCII digits: a row of other digits is the loop's (Python reads them)
     norm = t.str.replace_all(r"\s+", " ").str.strip_chars()
     inside = df.filter(~pl.col("head") & (pl.col("cols").fill_null("") != "")).with_columns(norm=norm)
     parts, taken = [], []
@@ -221,7 +221,7 @@ def _iostat_frame(series: pl.Series, tz: ZoneInfo) -> tuple[pl.DataFrame | None,
         rows = block.filter(pl.col("norm").str.contains(rf"^\S+(?: {number}){{{len(names)}}}$"))
         taken.append(rows.select("line"))
         cells = rows.select("line", "ts", split=pl.col("norm").str.split_exact(" ", len(names))).unnest("split")
-        named = {name: pl.col(f"field_{i + 1}").str.replace(",", ".").cast(pl.Float64) for i, name in enumerate(names)}
+        named = {name: pl.col(f"field_{i + 1}").str.replace(",", ".").cast(pl.Float64, strict=False) for i, name in enumerate(names)}
         metrics = [(metric, named[col], _unit(metric)) for col, metric in _IOSTAT.items() if col in named]
         if "await" not in named and {"r_await", "w_await", "r/s", "w/s"} <= set(named):
             ops = named["r/s"] + named["w/s"]
