@@ -45,10 +45,9 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from ..text import split_lines
 from .base import SourceResult
 from .fields import to_int
-from .telemetry import Finding, Reading, number, other, result, zone
+from .telemetry import Finding, Reading, number, numbered, other, result, zone
 
 NAME = "disks"
 FORMS = (
@@ -114,8 +113,8 @@ def sniff(head: str) -> float:
 def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse smartctl / nvme smart-log / iostat output into ``samples`` and ``disk.smart`` events."""
-    series, bad_utf8 = split_lines(data)
-    lines = series.to_list()
+    numbered_lines, bad_utf8 = numbered(data)
+    lines = numbered_lines.get_column("text").to_list()
     readings: list[Reading] = []
     findings: list[Finding] = []
     disk = _Disk(None)
@@ -127,7 +126,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     tz = zone(timezone)
     # iostat's device rows and time lines, read at once (a day of `iostat -x 1` is a million rows); the loop
     # below reads the rest, and skips these
-    table, rest = _iostat_frame(series, tz) if _IOSTAT_ANY.search(data) else (None, range(1, len(lines) + 1))
+    table, rest = _iostat_frame(numbered_lines, tz) if _IOSTAT_ANY.search(data) else (None, range(1, len(lines) + 1))
     for n in rest:
         text = lines[n - 1]
         if m := _SMARTCTL_CMD.search(text):
@@ -190,15 +189,15 @@ _STAMP_FORMATS = (("%m/%d/%y %H:%M:%S", r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d$"),
                   ("%Y-%m-%dT%H:%M:%S", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$"))  # fmt: skip
 
 
-def _iostat_frame(series: pl.Series, tz: ZoneInfo) -> tuple[pl.DataFrame | None, list[int]]:
+def _iostat_frame(numbered_lines: pl.DataFrame, tz: ZoneInfo) -> tuple[pl.DataFrame | None, list[int]]:
     """The readings of every iostat device row (columns of :func:`result`'s ``frame``) and the lines left for
     the line loop (not a row, a time line, a blank line or iostat's banner and CPU lines). A row belongs to the ``Device`` head above it until a blank line; its
     time is the last time line above it (as the line loop reads them: ``_IOSTAT_HEAD``, ``_stamp``)."""
     t = pl.col("text")
     stripped = t.str.strip_chars()
     head = t.str.contains(r"^Device:?\s+\S.*(?:%util|\btps\b)")
-    df = pl.DataFrame({"text": series}).with_row_index("line", offset=1).select(
-        pl.col("line").cast(pl.Int64), "text", head=head,
+    df = numbered_lines.select(
+        "line", "text", head=head,
         cols=pl.when(head).then(t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ").str.strip_chars())
         .when(stripped == "").then(pl.lit("")).forward_fill(),
     )  # fmt: skip

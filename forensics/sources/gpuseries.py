@@ -43,8 +43,7 @@ import pyarrow as pa
 
 from ..pci import canonical_bdf
 from ..schema import SAMPLES
-from ..text import split_lines
-from . import derive, envelope, telemetry_rows
+from . import derive, envelope, telemetry
 from .base import SourceResult
 
 NAME = "gpuseries"
@@ -79,8 +78,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse ``nvidia-smi dmon`` captures into ``samples`` (and the events derived from them)."""
     del year, on_error, full
-    lines, bad_utf8 = split_lines(data)
-    df = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    df, bad_utf8 = telemetry.numbered(data)
+    df = df.rename({"text": "raw"})
     # a capture quoted in a mail or a markdown post: "> " before each line, the header's "#" escaped as "\#"
     quoted = re.search(rb"(?m)^[ \t]*(?:>|\\#)", data) is not None
     df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#")
@@ -102,27 +101,27 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         used.append(rows.select("line"))
         cells = rows.select("line", split=pl.col("norm").str.split_exact(" ", len(names) - 1)).unnest("split")
         parts.append(_dmon_block(cells, names, timezone=timezone))
-    readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry_rows.READINGS)
-    samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
+    readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry.READINGS)
+    samples = telemetry.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
     taken = pl.concat(used) if used else pl.DataFrame(schema={"line": pl.Int64})
     rest = df.join(taken, on="line", how="anti").filter(
         ~pl.col("text").str.contains(r"^\s*#") & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
     # a dmon row cut short (a ^C, a truncated capture) is a row the header does not fit: unparsed
     numeric = pl.col("text").str.contains(r"^\s*\d[\d:]*\s+[\d-]")
-    unparsed = telemetry_rows.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
-    other = telemetry_rows.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
+    unparsed = telemetry.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
+    other = telemetry.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
     derived = derive.events(samples, ts_from="local" if timezone else "assumed")  # the machine's wall clock
     frames = [f for f in (derived, unparsed, other) if f.height]
-    events = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
+    events = telemetry.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
                                     source=NAME, file=file, incident=incident, host=host)  # fmt: skip
-    return SourceResult(events, lines=len(lines), records=taken.height + unparsed.height, unparsed=unparsed.height,
+    return SourceResult(events, lines=df.height, records=taken.height + unparsed.height, unparsed=unparsed.height,
                         error=None, invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
 
 
 def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -> pl.DataFrame:
     """The readings of the rows under one header: one per row and mapped column."""
     if rows.height == 0:
-        return pl.DataFrame(schema=telemetry_rows.READINGS)
+        return pl.DataFrame(schema=telemetry.READINGS)
     at = {name: i for i, name in enumerate(names)}
 
     def token(i: int) -> pl.Expr:
@@ -144,7 +143,7 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
                          value=token(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
              for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
-    return pl.concat(parts).select(list(telemetry_rows.READINGS)).cast(telemetry_rows.READINGS) if parts else pl.DataFrame(schema=telemetry_rows.READINGS)  # type: ignore[arg-type]
+    return pl.concat(parts).select(list(telemetry.READINGS)).cast(telemetry.READINGS) if parts else pl.DataFrame(schema=telemetry.READINGS)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------- --query-gpu loops
@@ -170,8 +169,8 @@ def query_samples(records: list[dict[str, Any]], *, source: str, file: str, inci
                                       "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
     iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
     ts, _ = envelope.to_utc(iso, pl.lit("iso"), year=None, timezone=timezone)
-    readings = frame.with_columns(ts=ts).select(list(telemetry_rows.READINGS))
-    return telemetry_rows.samples_table(readings, source=source, file=file, incident=incident, host=host)
+    readings = frame.with_columns(ts=ts).select(list(telemetry.READINGS))
+    return telemetry.samples_table(readings, source=source, file=file, incident=incident, host=host)
 
 
 def _value(printed: Any) -> float | None:
