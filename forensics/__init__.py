@@ -7,10 +7,11 @@
 
 from __future__ import annotations
 
-# ingest and report are callable packages: forensics.ingest(paths, dataset), forensics.report(ds, path);
+# ingest, report and series are callable modules: forensics.ingest(paths, dataset), forensics.report(ds, path),
+# forensics.series(ds, incident);
 # frames registers the .forensics namespace on Polars frames.
 from . import frames as frames
-from . import ingest, report
+from . import ingest, report, series
 from . import plots as plots
 from .errors import ForensicsError, InputError, ParseError, UnknownSourceError
 from .mine import CAUSES, RuleError, diagnose, load_library
@@ -53,6 +54,7 @@ __all__ = [
     "repeat_offenders",
     "report",
     "sequences",
+    "series",
     "stats",
     "timeline",
 ]

@@ -173,6 +173,102 @@ def timeline_spec(rows: pl.DataFrame, *, title: str | None = None) -> dict[str, 
                                      "legend": {"orientation": "h"}, "margin": {"t": 50, "r": 20, "b": 40}}}  # fmt: skip
 
 
+#: Points per curve at most: a day of ``dmon -d 1`` is 86,400 readings a GPU; longer curves are thinned evenly
+#: (the readings an event sits on are always kept).
+SERIES_POINTS = 600
+#: The colour of the failure's line and of the derived events' markers on the curves.
+FAILURE_COLOR = "#99000d"
+
+
+def series_spec(rows: pl.DataFrame, events: pl.DataFrame | None = None, *, failure: Any = None,
+                gpu: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Charts of an incident's telemetry (the rows of :func:`forensics.series`): one per family and host, a
+    curve per metric and device, on a time axis; the failure a vertical line, the events that sit on a
+    plotted reading (``events``' ``file``, ``line``, ``kind``, ``severity``, ``message``: the derived
+    ``gpu.temp_rise``…) markers on their curve. The failing ``gpu``'s curves are drawn thicker. A family
+    of counters is drawn as its growth per minute between readings. Rows without a time are not drawn."""
+    from .series import families
+
+    timed = rows.filter(pl.col("ts").is_not_null())
+    if timed.height == 0:
+        return []
+    timed = timed.with_columns(who=pl.coalesce("gpu", "device", pl.lit("host")))
+    marks = _marks(events)
+    out = []
+    for fam in families():
+        part = timed.filter(pl.col("family") == fam["name"])
+        for (host,), one in part.group_by("host", maintain_order=True):
+            data = []
+            for (metric, who), curve in one.group_by("metric", "who", maintain_order=True):
+                curve = curve.sort("ts", "line")
+                if fam["counter"]:
+                    curve = _growth(curve)
+                curve = curve.join(marks, on=["file", "line", "metric"], how="left", maintain_order="left") \
+                    if marks.height else curve.with_columns(kind=pl.lit(None, pl.String))  # fmt: skip
+                curve = _thin(curve)
+                name = plain(f"{metric} {who}")
+                width = 3 if gpu is not None and who == gpu else 1.5
+                mode = "lines" if curve.height > 30 else "lines+markers"  # a few readings: each one seen
+                data.append({"type": "scatter", "mode": mode, "name": name, "line": {"width": width},
+                             "x": [t.isoformat() for t in curve["ts"]], "y": curve["value"].to_list(),
+                             "hovertemplate": f"{name}: %{{y}}<extra></extra>"})  # fmt: skip
+                hit = curve.filter(pl.col("kind").is_not_null())
+                if hit.height:
+                    data.append({"type": "scatter", "mode": "markers", "name": plain(f"{', '.join(hit['kind'].unique(maintain_order=True))} ({who})"),
+                                 "x": [t.isoformat() for t in hit["ts"]], "y": hit["value"].to_list(),
+                                 "hovertext": [plain(f"{k}: {m}", HOVER_CHARS) for k, m in hit.select("kind", "message").iter_rows()],
+                                 "hoverinfo": "text+x", "marker": {"color": FAILURE_COLOR, "size": 11, "symbol": "diamond"}})  # fmt: skip
+            out.append(_series_layout(data, f"{fam['title']} · {host}", failure))
+    return out
+
+
+def _marks(events: pl.DataFrame | None) -> pl.DataFrame:
+    """The events that sit on a reading, by the reading's file, line and metric (``detail.metric``)."""
+    schema = {"file": pl.String, "line": pl.Int64, "metric": pl.String, "kind": pl.String, "message": pl.String}
+    if events is None or events.height == 0:
+        return pl.DataFrame(schema=schema)
+    return (
+        events.with_columns(metric=pl.col("detail").str.json_path_match("$.metric"))
+        .drop_nulls("metric").group_by("file", "line", "metric", maintain_order=True)
+        .agg(pl.col("kind").first(), pl.col("message").str.split("\n").list.first().first())
+        .cast(schema)  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _growth(curve: pl.DataFrame) -> pl.DataFrame:
+    """A counter's growth per minute since the reading before (none for the first; a fall, a reset, is null)."""
+    minutes = pl.col("ts").diff().dt.total_microseconds() / 60e6
+    grown = pl.col("value").diff()
+    return curve.with_columns(value=pl.when((grown >= 0) & (minutes > 0)).then(grown / minutes)).slice(1)
+
+
+def _thin(curve: pl.DataFrame) -> pl.DataFrame:
+    if curve.height <= SERIES_POINTS:
+        return curve
+    step = -(-curve.height // SERIES_POINTS)
+    return curve.with_row_index("_i").filter((pl.col("_i") % step == 0) | pl.col("kind").is_not_null()).drop("_i")
+
+
+def _series_layout(data: list[dict[str, Any]], title: str, failure: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {"title": {"text": plain(title), "font": {"size": 13}}, "height": 260,
+                              "xaxis": {"type": "date"}, "yaxis": {"rangemode": "tozero"}, "hovermode": "x unified",
+                              "legend": {"orientation": "h", "font": {"size": 10}},
+                              "margin": {"t": 40, "l": 50, "r": 20, "b": 30}}  # fmt: skip
+    if failure is not None:
+        at = failure.isoformat()
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at, "y0": 0, "y1": 1,
+                             "line": {"color": FAILURE_COLOR, "width": 2, "dash": "dash"}}]  # fmt: skip
+        layout["annotations"] = [{"x": at, "xref": "x", "y": 1, "yref": "paper", "text": "first failure",
+                                  "showarrow": False, "xanchor": "left", "font": {"color": FAILURE_COLOR, "size": 10}}]  # fmt: skip
+    return {"data": data, "layout": layout}
+
+
+def series_figures(rows: pl.DataFrame, events: pl.DataFrame | None = None, *, failure: Any = None,
+                   gpu: str | None = None) -> list[Any]:  # fmt: skip
+    """Plotly figures of an incident's telemetry (:func:`series_spec`), one per family and host."""
+    return [_figure(spec) for spec in series_spec(rows, events, failure=failure, gpu=gpu)]
+
+
 def causes_over_time(source: Any, diagnoses: pl.DataFrame | None = None) -> Any:
     """A Plotly figure: incidents over time by root cause (``source`` is a dataset or incident facts)."""
     return _figure(causes_over_time_spec(_facts(source, diagnoses)))
@@ -206,4 +302,4 @@ def components_bar(source: Any, diagnoses: pl.DataFrame | None = None) -> Any:
 
 
 __all__ = ["causes_over_time", "components_bar", "failure_heatmap", "lead_times", "plain",
-           "timeline_figure"]  # fmt: skip
+           "series_figures", "timeline_figure"]  # fmt: skip

@@ -467,7 +467,9 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
     lines = out.splitlines()
     assert lines[0].startswith("gpu.off_bus: precursors within 30 min on the same host (")
     assert lines[1].split()[:4] == ["PRECURSOR", "SUPPORT", "CONFIDENCE", "LIFT"]
-    assert any(line.startswith("pcie.aer ") for line in lines[2:5])
+    # the AER burst, and the link narrowing in the --query-gpu loop synth writes for pcie_link (issue 34)
+    assert any(line.startswith("pcie.aer ") for line in lines[2:6])
+    assert any(line.startswith("gpu.pcie_degraded ") for line in lines[2:6])
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
     assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (

@@ -404,6 +404,11 @@ VARIANTS = {
     "nvidia-smi -q -x, ECC per structure": r"^\s+<double_bit>$",
     "nvidia-smi -q -x, redacted UUID": r"<uuid>GPU-[0-9a-f]{4}x{4}-[0-9a-f]{2}x{2}-[0-9a-f]{2}x{2}-",
     "nvidia-smi csv, units in values and [N/A]": r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}, \d, .*, \[N/A\], \d+ %, \d+$",
+    # telemetry of the failing host (issue 34): dmon -o DT, the SEL, iostat -x -t, a --query-gpu PCIe loop
+    "nvidia-smi dmon -o DT, 5xx header": r"^#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem ",
+    "ipmitool sel elist, PSU failure": r"^ +[0-9a-f]+ \| \d\d/\d\d/\d{4} \| \d\d:\d\d:\d\d \| Power Supply PS\d Status \| Failure detected \| Asserted$",
+    "iostat -x -t, sysstat 12 head": r"^Device +r/s +rkB/s +rrqm/s +%rrqm r_await rareq-sz .* f_await  aqu-sz  %util$",
+    "nvidia-smi --query-gpu PCIe link loop": r"^timestamp, index, pci\.bus_id, pcie\.link\.gen\.current, pcie\.link\.gen\.max, ",
     # training logs
     "Megatron iteration": r"^ \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +\d+/ +500000 \| ",
     "Megatron NaN iteration, lm loss gone": r"iteration .*\| loss scale: 1\.0 \| grad norm: nan \|",
@@ -453,3 +458,44 @@ def test_every_printed_form_is_in_a_thousand_incidents(tmp_path: Path) -> None:
     damage = [lab for lab in (tomllib.loads(p.read_text()).get("synth", {}).get("damage") or ""
                               for p in (tmp_path / "s").glob("*/incident.toml"))]  # fmt: skip
     assert any("nvidia-smi-q.xml truncated" in d for d in damage)
+
+
+#: What each cause's telemetry shows on the failing host, as the sources read it back (issue 34, point 6).
+TELEMETRY = {
+    "thermal": ("gpuseries", ["gpu.temp_rise", "gpu.thermal_slowdown"]),
+    "power": ("sel", ["bmc.psu", "bmc.power"]),
+    "storage": ("disks", []),
+    "pcie_link": ("nvsmi", ["gpu.pcie_degraded"]),
+}
+
+
+@pytest.mark.parametrize("cause", sorted(TELEMETRY))
+def test_telemetry_shows_the_cause_before_the_failure(tmp_path: Path, cause: str) -> None:
+    out = synth(tmp_path / "s", 1, seed=7, hosts_per_incident=(2, 2), causes=[cause], lemons=()).out  # (a folder, not a tarball)
+    ref = discover.find_incidents([out]).incidents[0]
+    label = ref.config["label"]
+    failed_at = datetime.fromisoformat(label["failed_at"].replace("Z", "+00:00"))
+    t = incident.read_incident(ref)
+    source, kinds = TELEMETRY[cause]
+    files = pl.from_arrow(t.files).filter(pl.col("file").str.contains(r"/(?:nvidia-smi-dmon|ipmitool-sel|iostat|nvidia-smi-pcie)"))
+    assert set(files["source"]) == ({source, "gpuseries"} if cause == "power" else {source})
+    assert files.height and files["unparsed"].sum() == 0 and set(files["file"].str.split("/").list.first()) == {label["first_host"]}
+    samples = pl.from_arrow(t.samples).filter(pl.col("file").is_in(files["file"].to_list()))
+    ev = pl.from_arrow(t.events).filter(pl.col("file").is_in(files["file"].to_list()) & pl.col("kind").is_in(kinds))
+    if label.get("first_gpu"):  # the planted GPU's readings say it, the others' do not
+        assert set(ev["gpu"]) == {label["first_gpu"]}
+    assert ev["ts"].min() is None or ev["ts"].min() < failed_at  # (a time in the host's own zone, read back)
+    if cause == "thermal":  # the temperature climbs, then the clocks fall
+        gpu = samples.filter(pl.col("gpu") == label["first_gpu"]).sort("ts")
+        assert gpu.filter(pl.col("metric") == "temperature_c")["value"].max() >= 88
+        assert gpu.filter(pl.col("metric") == "sm_clock_mhz")["value"].min() < 1980
+    if cause == "power":  # the PSU failed, the GPUs' power collapsed
+        assert ev.filter(pl.col("severity").is_in(["warning", "error", "critical"])).height
+        dmon = pl.from_arrow(t.events).filter(pl.col("kind") == "gpu.power_drop")
+        assert dmon.height >= 8 and (dmon["ts"] < failed_at).all()
+    if cause == "storage":  # await in the seconds at 100% utilization, on the disk the kernel named
+        slow = samples.filter((pl.col("metric") == "await_ms") & (pl.col("value") >= 200))
+        # (iostat's wall clock is not re-read in the incident's zone by ingest yet: its times are not compared)
+        assert set(slow["device"]) == {"nvme1n1"} and slow["ts"].min() > samples["ts"].min()
+        busy = samples.filter((pl.col("metric") == "util_pct") & (pl.col("device") == "nvme1n1") & (pl.col("ts") >= slow["ts"].min()))
+        assert (busy["value"] == 100).all()

@@ -30,15 +30,7 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
     half = timedelta(microseconds=window_us(window))
     if kinds and "all" not in kinds:
         known_kinds(kinds, option="--kinds")
-    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
-    if not ids:
-        raise InputError("the dataset holds no incident")
-    if incident is None:
-        if len(ids) != 1:
-            raise InputError(f"{len(ids)} incidents in the dataset: name one with --incident ({', '.join(sorted(ids)[:5])}…)")
-        incident = ids[0]
-    elif incident not in ids:
-        raise InputError(f"no incident {incident!r} in the dataset")
+    incident = one_incident(ds, incident)
     events = ds.events.filter(pl.col("incident") == incident).collect()
     d = diagnose(events.lazy(), incident=incident, library=library)
     out = marked(events, d, kinds=kinds)
@@ -54,6 +46,20 @@ def timeline(ds: Any, incident: str | None = None, *, around: datetime | str | N
             center = around
         out = out.filter(pl.col("ts").is_between(center - half, center + half))
     return out
+
+
+def one_incident(ds: Any, incident: str | None) -> str:
+    """``incident``, checked to be in ``ds``; when None, the dataset's only one (else an :class:`InputError`)."""
+    ids = ds.incidents.select("incident").collect().get_column("incident").to_list()
+    if not ids:
+        raise InputError("the dataset holds no incident")
+    if incident is None:
+        if len(ids) != 1:
+            raise InputError(f"{len(ids)} incidents in the dataset: name one with --incident ({', '.join(sorted(ids)[:5])}…)")
+        return ids[0]  # type: ignore[no-any-return]
+    if incident not in ids:
+        raise InputError(f"no incident {incident!r} in the dataset")
+    return incident
 
 
 #: The columns of a timeline.

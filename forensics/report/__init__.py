@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from .. import plots
+from .. import plots, series
 from .._modules import make_callable
 from ..errors import InputError
 from ..mine.language import Library
@@ -246,7 +246,7 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
         if tl is not None and tl.height:
             total = tl["total"][0]
             title = f"{iid}: {tl.height} of {total} event(s)" if total > tl.height else f"{iid}: {total} event(s)"
-            near, far = _zoom(tl.drop("total"), _center(row))
+            near, far = _zoom(tl.drop("total"), series.failure_time(row))
             out += ["<h3>Timeline</h3>", _chart(f"tl-{key}", plots.timeline_spec(near, title=title), specs)]
             if total > tl.height:
                 out.append(f'<p class="note">The {tl.height} events nearest the first failure and every evidence row; '
@@ -260,16 +260,44 @@ def _incident_pages(ds: Any, d: pl.DataFrame, facts: pl.DataFrame, records: pl.D
                 out += [f"<h3>Not on the chart ({undrawn.height} without a time)</h3>", _timeline_table(undrawn)]
         else:
             out.append('<p class="note">No events.</p>')
+        out += _telemetry(ds, row, key, specs)
         out.append("</section>")
         pages.append("".join(out))
     return pages
 
 
-def _center(row: dict[str, Any]) -> datetime | None:
-    """Where an incident's timeline is zoomed: its first failure's time, else its earliest timed evidence."""
-    if row["first_ts"] is not None:
-        return row["first_ts"]  # type: ignore[no-any-return]
-    return min((e["ts"] for e in row["evidence"] if e["ts"] is not None), default=None)
+#: Telemetry readings without a time listed per incident at most.
+SNAPSHOT_ROWS = 200
+
+
+def _telemetry(ds: Any, row: dict[str, Any], key: str, specs: list[str]) -> list[str]:
+    """An incident's telemetry around its first failure (:func:`forensics.series.window`): a chart per
+    family and host with the failure and the derived events marked, then the readings without a time."""
+    part = ds.parts("samples").get(row["incident"])
+    if part is None or not Path(part).exists():
+        return []
+    rows = series.window(pl.scan_parquet(part), row)
+    if rows.height == 0:
+        return []
+    center = series.failure_time(row)
+    timed = rows.filter(pl.col("ts").is_not_null())
+    out = ["<h3>Telemetry around the failure</h3>"]
+    if timed.height:
+        events = pl.scan_parquet(ds.parts("events")[row["incident"]]).filter(
+            pl.col("detail").str.contains('"metric"', literal=True)).select("file", "line", "kind", "message", "detail").collect()  # fmt: skip
+        span = "" if center is None else (f" from {series.BEFORE.total_seconds() / 60:g} min before the first failure "
+                                          f"to {series.AFTER.total_seconds() / 60:g} min after")  # fmt: skip
+        out.append(f'<p class="note">{timed.height:,} reading(s) of {_e(", ".join(timed["host"].unique(maintain_order=True).fill_null("?")))}'
+                   f"{_e(span)}; the dashed line is the first failure, diamonds the events read from the curves.</p>")  # fmt: skip
+        charts = plots.series_spec(timed, events, failure=center, gpu=row.get("first_gpu"))
+        out += ['<div class="grid2">', *(_chart(f"ts-{key}-{i}", spec, specs) for i, spec in enumerate(charts)), "</div>"]
+    snaps = rows.filter(pl.col("ts").is_null())
+    if snaps.height:
+        shown = snaps.head(SNAPSHOT_ROWS).select("host", "device", "metric", "value", "unit",
+                                                 where=pl.concat_str("file", pl.lit(":"), "line"))  # fmt: skip
+        more = f" (the first {SNAPSHOT_ROWS})" if snaps.height > SNAPSHOT_ROWS else ""
+        out += [f"<h4>Readings without a time ({snaps.height:,}){_e(more)}</h4>", _table(shown)]
+    return out
 
 
 def _zoom(tl: pl.DataFrame, center: datetime | None) -> tuple[pl.DataFrame, pl.DataFrame]:

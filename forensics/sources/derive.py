@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 _TS = pl.Datetime("us", "UTC")
 _OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "severity": pl.String,
@@ -35,25 +36,28 @@ def rules() -> list[dict[str, Any]]:
     return tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))["rule"]
 
 
-def events(samples: pa.Table, *, skip: frozenset[str] = frozenset()) -> pl.DataFrame:
+def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: str | None = None) -> pl.DataFrame:
     """The events the rules derive from ``samples`` (one file's), except those of the kinds in ``skip`` (a
-    source that derives them itself)."""
+    source that derives them itself). ``ts_from`` is said in the detail of the events with a time: a wall
+    clock read as UTC for want of a zone (``assumed``) is re-read in the incident's zone by ingest, as the
+    samples are."""
     if samples.num_rows == 0:
         return pl.DataFrame(schema=_OUT)
     wanted = [r for r in rules() if r["kind"] not in skip]
     metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
-    frame = pl.from_arrow(samples).lazy().filter(pl.col("metric").is_in(list(metrics))) \
-        .with_columns(key=pl.coalesce("gpu", "device").fill_null("")).sort("metric", "key", "line").collect()  # fmt: skip
+    wanted_rows = pc.is_in(samples.column("metric"), value_set=pa.array(sorted(metrics)))
+    frame = pl.from_arrow(samples.filter(wanted_rows).select(["file", "line", "ts", "gpu", "device", "metric", "value"]))
     assert isinstance(frame, pl.DataFrame)
-    # one sorted series per metric, shared by the rules that read it
-    series = frame.partition_by("metric", as_dict=True, maintain_order=True)
-    by_metric = {key[0]: part for key, part in series.items()}
-    found = [_apply(rule, by_metric) for rule in wanted if rule["metric"] in by_metric]
+    # a GPU's readings by an integer key (windows over strings hash every row); one sorted series per metric,
+    # shared by the rules that read it
+    frame = frame.with_columns(key=pl.coalesce("gpu", "device").fill_null("").cast(pl.Categorical).to_physical())
+    by_metric = {str(m): part.sort("key", "line") for (m,), part in frame.group_by("metric")}
+    found = [_apply(rule, by_metric, ts_from) for rule in wanted if rule["metric"] in by_metric]
     found = [f for f in found if f.height]
     return pl.concat(found).sort("line", "kind") if found else pl.DataFrame(schema=_OUT)
 
 
-def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame]) -> pl.DataFrame:
+def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame], ts_from: str | None) -> pl.DataFrame:
     s = by_metric[rule["metric"]]
     if s.height == 0:
         return pl.DataFrame(schema=_OUT)
@@ -87,7 +91,7 @@ def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame]) -> pl.DataF
     # a condition that holds over consecutive readings is one event, at its start
     start = s.with_columns(hit=pl.col("hit").fill_null(False)).filter(
         pl.col("hit") & ~pl.col("hit").shift(1).over(by_key).fill_null(False))
-    return _rows(start, rule)
+    return _rows(start, rule, ts_from)
 
 
 def _rise(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
@@ -107,13 +111,14 @@ def _rise(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
                             rows=pl.concat_list("low_line", "line")).sort("key", "line")  # fmt: skip
 
 
-def _rows(hits: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+def _rows(hits: pl.DataFrame, rule: dict[str, Any], ts_from: str | None) -> pl.DataFrame:
     out = []
     for r in hits.iter_rows(named=True):
         figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask") if r.get(k) is not None}
         message = rule["says"].format_map(_Defaults(figures))
         detail = {"metric": rule["metric"], "device": r.get("device"), **figures, "rule": rule["test"],
-                  "samples": [f"{r['file']}:{n}" for n in dict.fromkeys(r["rows"] or []) if n is not None]}
+                  "samples": [f"{r['file']}:{n}" for n in dict.fromkeys(r["rows"] or []) if n is not None],
+                  "ts_from": ts_from if r["ts"] is not None else None}
         out.append({"line": r["line"], "ts": r["ts"], "gpu": r.get("gpu"), "kind": rule["kind"],
                     "severity": rule["severity"], "message": message,
                     "detail": json.dumps({k: v for k, v in detail.items() if v is not None}, ensure_ascii=False)})

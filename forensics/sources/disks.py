@@ -43,10 +43,11 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..text import split_lines
+import polars as pl
+
 from .base import SourceResult
 from .fields import to_int
-from .telemetry import Finding, Reading, number, other, result, zone
+from .telemetry import Finding, Reading, number, numbered, other, result, zone
 
 NAME = "disks"
 FORMS = (
@@ -112,8 +113,8 @@ def sniff(head: str) -> float:
 def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse smartctl / nvme smart-log / iostat output into ``samples`` and ``disk.smart`` events."""
-    series, bad_utf8 = split_lines(data)
-    lines = series.to_list()
+    numbered_lines, bad_utf8 = numbered(data)
+    lines = numbered_lines.get_column("text").to_list()
     readings: list[Reading] = []
     findings: list[Finding] = []
     disk = _Disk(None)
@@ -123,7 +124,11 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records = 0
     inside = cpu = False  # inside a smartctl / smart-log output; on iostat's avg-cpu values line
     tz = zone(timezone)
-    for n, text in enumerate(lines, 1):
+    # iostat's device rows and time lines, read at once (a day of `iostat -x 1` is a million rows); the loop
+    # below reads the rest, and skips these
+    table, rest = _iostat_frame(numbered_lines, tz) if _IOSTAT_ANY.search(data) else (None, range(1, len(lines) + 1))
+    for n in rest:
+        text = lines[n - 1]
         if m := _SMARTCTL_CMD.search(text):
             disk, inside = _Disk(m[1]), False
             disks.append(disk)
@@ -172,7 +177,67 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records += sum(1 for d in disks if d.touched)  # iostat's reports are counted as their heads are read
     findings += [f for d in disks if (f := d.finding()) is not None]
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table)  # fmt: skip
+
+
+_IOSTAT_ANY = re.compile(rb"(?m)^Device:?[ \t]")
+#: The time line forms of ``iostat -t`` (``_STAMP``'s), as chrono formats of the parts Polars extracts.
+_STAMP_FORMATS = (("%m/%d/%y %H:%M:%S", r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d$"),
+                  ("%m/%d/%Y %H:%M:%S", r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d$"),
+                  ("%m/%d/%y %I:%M:%S %p", r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [AP]M$"),
+                  ("%m/%d/%Y %I:%M:%S %p", r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M$"),
+                  ("%Y-%m-%dT%H:%M:%S", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$"))  # fmt: skip
+
+
+def _iostat_frame(numbered_lines: pl.DataFrame, tz: ZoneInfo) -> tuple[pl.DataFrame | None, list[int]]:
+    """The readings of every iostat device row (columns of :func:`result`'s ``frame``) and the lines left for
+    the line loop (not a row, a time line, a blank line or iostat's banner and CPU lines). A row belongs to the ``Device`` head above it until a blank line; its
+    time is the last time line above it (as the line loop reads them: ``_IOSTAT_HEAD``, ``_stamp``)."""
+    t = pl.col("text")
+    stripped = t.str.strip_chars()
+    head = t.str.contains(r"^Device:?\s+\S.*(?:%util|\btps\b)")
+    df = numbered_lines.select(
+        "line", "text", head=head,
+        cols=pl.when(head).then(t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ").str.strip_chars())
+        .when(stripped == "").then(pl.lit("")).forward_fill(),
+    )  # fmt: skip
+    # the time lines, parsed where one can be (every strptime runs on every row it is given)
+    local = pl.coalesce([pl.when(stripped.str.contains(rx)).then(stripped.str.strptime(pl.Datetime("us"), fmt, strict=False))
+                         for fmt, rx in _STAMP_FORMATS])  # fmt: skip
+    aware = stripped.str.replace(r"Z$", "+0000").str.strptime(pl.Datetime("us", "UTC"), "%Y-%m-%dT%H:%M:%S%z", strict=False)
+    stamps = df.filter(t.str.contains(r"^\s*(?:\d\d/\d\d/\d\d|\d{4}-\d\d-\d\dT)")).select(
+        "line", stamp=pl.when(stripped.str.contains(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d{4}|Z)$")).then(aware)
+        .otherwise(local.dt.replace_time_zone(str(tz), ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")),
+    ).drop_nulls("stamp")  # fmt: skip
+    df = df.join(stamps, on="line", how="left", maintain_order="left").with_columns(ts=pl.col("stamp").forward_fill())
+    number = r"-?[0-9]+(?:[.,][0-9]+)?"  # ASCII digits: a row of other digits is the loop's (Python reads them)
+    norm = t.str.replace_all(r"\s+", " ").str.strip_chars()
+    inside = df.filter(~pl.col("head") & (pl.col("cols").fill_null("") != "")).with_columns(norm=norm)
+    parts, taken = [], []
+    for (cols,), block in inside.group_by("cols", maintain_order=True):
+        names = str(cols).split(" ")
+        # a device and one number per column, as the loop's split() and _numbers() read a row
+        rows = block.filter(pl.col("norm").str.contains(rf"^\S+(?: {number}){{{len(names)}}}$"))
+        taken.append(rows.select("line"))
+        cells = rows.select("line", "ts", split=pl.col("norm").str.split_exact(" ", len(names))).unnest("split")
+        named = {name: pl.col(f"field_{i + 1}").str.replace(",", ".").cast(pl.Float64, strict=False) for i, name in enumerate(names)}
+        metrics = [(metric, named[col], _unit(metric)) for col, metric in _IOSTAT.items() if col in named]
+        if "await" not in named and {"r_await", "w_await", "r/s", "w/s"} <= set(named):
+            ops = named["r/s"] + named["w/s"]
+            mean = (named["r/s"] * named["r_await"] + named["w/s"] * named["w_await"]) / ops
+            metrics.append(("await_ms", pl.when(ops != 0).then(mean.round(3)).otherwise(0.0), "ms"))
+        parts += [cells.select("line", "ts", device=pl.col("field_0"), metric=pl.lit(metric), value=value,
+                               unit=pl.lit(unit, pl.String), order=pl.lit(k))
+                  for k, (metric, value, unit) in enumerate(metrics)]  # fmt: skip
+    # the lines read here, and those the loop would only pass over: blank lines, iostat's banner and CPU lines
+    cpu = df.filter(t.shift(1).str.starts_with("avg-cpu:") & norm.str.contains(rf"^{number}(?: {number})*$"))
+    quiet = pl.col("stamp").is_not_null() | (stripped == "") | t.str.contains(r"^(?:avg-cpu:|Linux \S+ \()")
+    rest = (df.join(pl.concat([*taken, cpu.select("line")]), on="line", how="anti")
+            .filter(~quiet).get_column("line").to_list())  # fmt: skip
+    if not parts:
+        return None, rest
+    frame = pl.concat(parts).sort("line", "order").drop("order")
+    return frame.with_columns(gpu=pl.lit(None, pl.String)), rest
 
 
 class _Disk:

@@ -43,8 +43,7 @@ import pyarrow as pa
 
 from ..pci import canonical_bdf
 from ..schema import SAMPLES
-from ..text import split_lines
-from . import derive, envelope, telemetry_rows
+from . import derive, envelope, telemetry
 from .base import SourceResult
 
 NAME = "gpuseries"
@@ -79,46 +78,55 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse ``nvidia-smi dmon`` captures into ``samples`` (and the events derived from them)."""
     del year, on_error, full
-    lines, bad_utf8 = split_lines(data)
-    df = pl.DataFrame({"raw": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    df, bad_utf8 = telemetry.numbered(data)
+    df = df.rename({"text": "raw"})
     # a capture quoted in a mail or a markdown post: "> " before each line, the header's "#" escaped as "\#"
-    df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#"))
+    quoted = re.search(rb"(?m)^[ \t]*(?:>|\\#)", data) is not None
+    df = df.with_columns(text=pl.col("raw").str.replace(r"^\s*>\s?", "").str.replace(r"^(\s*)\\#", "${1}#")
+                         if quoted else pl.col("raw"))  # fmt: skip
     df = df.with_columns(header=pl.col("text").str.contains(_HEADER))
     # each row belongs to the header above it; dmon repeats its header, so rows are read per distinct header
     # (a few), never per header line (one every screenful)
     df = df.with_columns(columns=pl.when("header").then(pl.col("text").str.strip_chars().str.strip_chars_start("#")
-                                                        .str.strip_chars().str.to_lowercase()).forward_fill(),
-                         tokens=pl.col("text").str.extract_all(r"\S+"))  # fmt: skip
+                                                        .str.strip_chars().str.to_lowercase()
+                                                        .str.replace_all(r"\s+", " ")).forward_fill())  # fmt: skip
     body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
+    body = body.with_columns(norm=pl.col("text").str.replace_all(r"\s+", " ").str.strip_chars())
     parts, used = [], []
     for (columns,) in body.select("columns").unique(maintain_order=True).iter_rows():
-        names = columns.split()
-        rows = body.filter((pl.col("columns") == columns) & (pl.col("tokens").list.len() == len(names)))
+        names = columns.split(" ")
+        # a row has as many cells as its header names: split once, each cell a field
+        rows = body.filter((pl.col("columns") == columns) & (pl.col("norm") != "")
+                           & (pl.col("norm").str.count_matches(" ") == len(names) - 1))  # fmt: skip
         used.append(rows.select("line"))
-        parts.append(_dmon_block(rows, names, timezone=timezone))
-    readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry_rows.READINGS)
-    samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
+        cells = rows.select("line", split=pl.col("norm").str.split_exact(" ", len(names) - 1)).unnest("split")
+        parts.append(_dmon_block(cells, names, timezone=timezone))
+    readings = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=telemetry.READINGS)
+    samples = telemetry.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
     taken = pl.concat(used) if used else pl.DataFrame(schema={"line": pl.Int64})
     rest = df.join(taken, on="line", how="anti").filter(
         ~pl.col("text").str.contains(r"^\s*#") & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
     # a dmon row cut short (a ^C, a truncated capture) is a row the header does not fit: unparsed
     numeric = pl.col("text").str.contains(r"^\s*\d[\d:]*\s+[\d-]")
-    unparsed = telemetry_rows.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
-    other = telemetry_rows.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
-    derived = derive.events(samples)
+    unparsed = telemetry.unparsed_frame(rest.filter(numeric).select("line", text="raw"))
+    other = telemetry.unparsed_frame(rest.filter(~numeric).select("line", text="raw"), kind="other")
+    derived = derive.events(samples, ts_from="local" if timezone else "assumed")  # the machine's wall clock
     frames = [f for f in (derived, unparsed, other) if f.height]
-    events = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
+    events = telemetry.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else derived,
                                     source=NAME, file=file, incident=incident, host=host)  # fmt: skip
-    return SourceResult(events, lines=len(lines), records=taken.height + unparsed.height, unparsed=unparsed.height,
+    return SourceResult(events, lines=df.height, records=taken.height + unparsed.height, unparsed=unparsed.height,
                         error=None, invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
 
 
 def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -> pl.DataFrame:
     """The readings of the rows under one header: one per row and mapped column."""
     if rows.height == 0:
-        return pl.DataFrame(schema=telemetry_rows.READINGS)
+        return pl.DataFrame(schema=telemetry.READINGS)
     at = {name: i for i, name in enumerate(names)}
-    token = pl.col("tokens").list.get
+
+    def token(i: int) -> pl.Expr:
+        return pl.col(f"field_{i}")
+
     date = token(at["date"]) if "date" in at else None
     time = token(at["time"]) if "time" in at else None
     if date is not None and time is not None:
@@ -130,12 +138,12 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     else:
         stamp = pl.lit(None, pl.String)  # -o T alone: a time of an unknown day
     ts, _ = envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
-    base = rows.select("line", "tokens", ts=ts, device=token(at["gpu"]))
+    base = rows.with_columns(ts=ts, device=token(at["gpu"]))
     known = columns()["dmon"]
     parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
-                         value=pl.col("tokens").list.get(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
+                         value=token(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
              for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
-    return pl.concat(parts).select(list(telemetry_rows.READINGS)).cast(telemetry_rows.READINGS) if parts else pl.DataFrame(schema=telemetry_rows.READINGS)  # type: ignore[arg-type]
+    return pl.concat(parts).select(list(telemetry.READINGS)).cast(telemetry.READINGS) if parts else pl.DataFrame(schema=telemetry.READINGS)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------- --query-gpu loops
@@ -161,8 +169,8 @@ def query_samples(records: list[dict[str, Any]], *, source: str, file: str, inci
                                       "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
     iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
     ts, _ = envelope.to_utc(iso, pl.lit("iso"), year=None, timezone=timezone)
-    readings = frame.with_columns(ts=ts).select(list(telemetry_rows.READINGS))
-    return telemetry_rows.samples_table(readings, source=source, file=file, incident=incident, host=host)
+    readings = frame.with_columns(ts=ts).select(list(telemetry.READINGS))
+    return telemetry.samples_table(readings, source=source, file=file, incident=incident, host=host)
 
 
 def _value(printed: Any) -> float | None:

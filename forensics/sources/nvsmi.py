@@ -44,7 +44,7 @@ from ..grammar import parser
 from ..pci import canonical_bdf
 from ..schema import GPUS
 from ..text import split_lines
-from . import derive, envelope, gpuseries, telemetry_rows
+from . import derive, envelope, gpuseries, telemetry
 from .base import SourceResult, events_table
 from .fields import to_float, to_int
 
@@ -653,9 +653,9 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         events = pa.concat_tables([events, events_table([_event_row("unparsed", "warning", 1, text[:2000], None, None,
                                                                     {"error": error}, file, incident, host, None)])])  # fmt: skip
     if series is not None and series.num_rows:
-        derived = derive.events(series, skip=_PER_ROW)
+        derived = derive.events(series, skip=_PER_ROW, ts_from="local" if timezone else "assumed")
         if derived.height:
-            extra = telemetry_rows.events_frame(derived, source=NAME, file=file, incident=incident, host=host)
+            extra = telemetry.events_frame(derived, source=NAME, file=file, incident=incident, host=host)
             events = pa.concat_tables([events, extra]).sort_by([("line", "ascending")])
     return SourceResult(events, lines=len(lines), records=len(rows) + len(failures) + unparsed, unparsed=unparsed,
                         error=error, invalid_utf8_lines=bad_utf8, gpus=gpus, samples=series)  # fmt: skip

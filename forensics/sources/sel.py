@@ -43,8 +43,7 @@ from typing import Any
 
 import polars as pl
 
-from ..text import split_lines
-from . import envelope, telemetry_rows
+from . import bmc, envelope, telemetry
 from .base import SourceResult
 
 NAME = "sel"
@@ -82,24 +81,24 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse a BMC event log into events (one per record)."""
     del year, on_error, full  # every SEL stamp carries its year; nothing is strict here
-    lines, bad_utf8 = split_lines(data)
+    df, bad_utf8 = telemetry.numbered(data)
     if _REDFISH.search(data[:1 << 20].decode("utf-8", "replace")):
         frame, unparsed = _redfish(data.decode("utf-8", "backslashreplace"), timezone=timezone)
     else:
-        frame, unparsed = _tables(lines, timezone=timezone)
+        frame, unparsed = _tables(df, timezone=timezone)
     rows = pl.concat([frame, unparsed], how="diagonal_relaxed").sort("line") if unparsed.height else frame
-    events = telemetry_rows.events_frame(rows, source=NAME, file=file, incident=incident, host=host)
+    events = telemetry.events_frame(rows, source=NAME, file=file, incident=incident, host=host)
     bad = int(unparsed.filter(pl.col("kind") == "unparsed").height) if unparsed.height else 0
-    return SourceResult(events, lines=len(lines), records=frame.height + bad, unparsed=bad, error=None,
+    return SourceResult(events, lines=df.height, records=frame.height + bad, unparsed=bad, error=None,
                         invalid_utf8_lines=bad_utf8)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ ipmitool, FreeIPMI
 
 
-def _tables(lines: pl.Series, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Records of the ``|`` forms, and the lines that are none (``unparsed`` when they hold a ``|``)."""
-    df = pl.DataFrame({"text": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+def _tables(df: pl.DataFrame, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Records of the ``|`` forms in the numbered lines ``df``, and the lines that are none (``unparsed`` when
+    they hold a ``|``)."""
     header = df.filter(pl.col("text").str.contains(_FREEIPMI_HEADER))
     names = [c.strip().lower() for c in header["text"][0].split("|")] if header.height else None
     fields = pl.col("text").str.split("|").list.eval(pl.element().str.strip_chars())
@@ -114,8 +113,8 @@ def _tables(lines: pl.Series, *, timezone: str | None) -> tuple[pl.DataFrame, pl
     rest = df.filter(pl.col("tool").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
     unparsed = pl.concat([
-        telemetry_rows.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
-        telemetry_rows.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other"),
+        telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
+        telemetry.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other"),
     ])  # fmt: skip
     return _finish(records.sort("line"), timezone=timezone), unparsed
 
@@ -250,13 +249,13 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     if records.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
     ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
-    read = telemetry_rows.catalog_reading(records["text"])
+    read = bmc.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,
-        kind=pl.coalesce("cat_kind", telemetry_rows.bmc_kind(records["type"].fill_null(records["sensor"]), records["sensor"])),
-        severity=telemetry_rows.severity(records["event"] + pl.Series([" "] * records.height) + records["extra"].fill_null(""),
+        kind=pl.coalesce("cat_kind", bmc.bmc_kind(records["type"].fill_null(records["sensor"]), records["sensor"])),
+        severity=bmc.severity(records["event"] + pl.Series([" "] * records.height) + records["extra"].fill_null(""),
                                     state=records["state"], asserted=records["asserted"]),
-        gpu_index=telemetry_rows.gpu_index(records["sensor"]),
+        gpu_index=bmc.gpu_index(records["sensor"]),
         dimm=pl.col("sensor").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", "")
         .fill_null(pl.col("extra").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", "")),
         reading=pl.col("extra").str.extract(_READING, 1).cast(pl.Float64, strict=False),
@@ -264,7 +263,7 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
         message=pl.col("text").str.strip_chars(),
     )  # fmt: skip
     out = out.with_columns(dimm=pl.when(pl.col("kind") == "bmc.memory").then(pl.col("dimm")))
-    detail = telemetry_rows.detail_json(out, ["id", "sensor", "type", "event", "asserted", "state", "reading", "threshold",
+    detail = telemetry.detail_json(out, ["id", "sensor", "type", "event", "asserted", "state", "reading", "threshold",
                                          "dimm", "gpu_index", "extra", "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail")
 
@@ -280,26 +279,26 @@ def _redfish(text: str, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataF
         _walk(json.loads(text), entries, text)
     except ValueError:  # JSONDecodeError, or a number too long for int()
         gaps = _scan(text, entries)
-    left = telemetry_rows.unparsed_frame(pl.DataFrame(gaps, schema={"line": pl.Int64, "text": pl.String}, orient="row"))
+    left = telemetry.unparsed_frame(pl.DataFrame(gaps, schema={"line": pl.Int64, "text": pl.String}, orient="row"))
     if not entries:
-        return pl.DataFrame(schema={"line": pl.Int64}), telemetry_rows.unparsed_frame(
+        return pl.DataFrame(schema={"line": pl.Int64}), telemetry.unparsed_frame(
             pl.DataFrame({"line": [1], "text": [text[:2000]]}, schema={"line": pl.Int64, "text": pl.String}))
     rows = [_entry_row(line, e) for line, e in entries]
     records = pl.DataFrame(rows, schema=_RECORD | {"created": pl.String, "code": pl.String, "message_id": pl.String},
                            orient="row")  # fmt: skip
     ts, how = envelope.to_utc(pl.col("created"), pl.lit("iso"), year=None, timezone=timezone)
-    read = telemetry_rows.catalog_reading(records["text"])
+    read = bmc.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,
-        kind=pl.coalesce("cat_kind", telemetry_rows.bmc_kind(records["type"], records["text"],
+        kind=pl.coalesce("cat_kind", bmc.bmc_kind(records["type"], records["text"],
                                                         records["text"] + " " + records["message_id"].fill_null(""))),
-        severity=telemetry_rows.severity(records["text"], state=records["state"], asserted=records["asserted"]),
-        gpu_index=telemetry_rows.gpu_index(records["text"]),
+        severity=bmc.severity(records["text"], state=records["state"], asserted=records["asserted"]),
+        gpu_index=bmc.gpu_index(records["text"]),
         dimm=pl.col("text").str.extract(_DIMM, 2).str.replace_all(r"[\s_#-]+", ""),
         message=pl.col("text"),
     )  # fmt: skip
     out = out.with_columns(dimm=pl.when(pl.col("kind") == "bmc.memory").then(pl.col("dimm")))
-    detail = telemetry_rows.detail_json(out, ["id", "type", "event", "asserted", "state", "message_id", "gpu_index", "dimm",
+    detail = telemetry.detail_json(out, ["id", "type", "event", "asserted", "state", "message_id", "gpu_index", "dimm",
                                          "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail").sort("line"), left
 

@@ -45,8 +45,7 @@ from lark import Transformer
 from lark.exceptions import LarkError
 
 from ..grammar import parser
-from ..text import split_lines
-from . import telemetry_rows
+from . import bmc, telemetry
 from .base import SourceResult
 
 NAME = "sensors"
@@ -90,8 +89,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse a sensor snapshot into ``samples`` and the events of sensors past a critical threshold."""
     del year, timezone, on_error, full  # a snapshot prints no time
-    lines, bad_utf8 = split_lines(data)
-    df = pl.DataFrame({"text": lines}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64))
+    df, bad_utf8 = telemetry.numbered(data)
     header = df.filter(pl.col("text").str.contains(_FREEIPMI_HEADER)).head(1)
     sep = "," if header.height and "|" not in header["text"][0] else "|"
     names = [c.strip().lower() for c in header["text"][0].split(sep)] if header.height else None
@@ -103,7 +101,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         .then(pl.lit("freeipmi"))
         .when(pl.col("text").str.contains(_SENSOR)).then(pl.lit("sensor"))
     )  # fmt: skip
-    verbose, cut, in_records = _verbose(lines.to_list())
+    verbose, cut, in_records = _verbose(df.get_column("text").to_list())
     df = df.with_columns(form=pl.when(pl.col("line").is_in(list(in_records))).then(pl.lit("verbose")).otherwise(form),
                          f=pl.col("text").str.split(sep).list.eval(pl.element().str.strip_chars()))  # fmt: skip
     rows = pl.concat([_sensor(df.filter(pl.col("form") == "sensor")), _sdr(df.filter(pl.col("form") == "sdr")),
@@ -111,18 +109,18 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
                       _freeipmi(df.filter(pl.col("form") == "freeipmi"), names), verbose], how="vertical_relaxed").sort("line")  # fmt: skip
     rest = df.filter(pl.col("form").is_null() & (pl.col("text").str.strip_chars() != "")
                      & ~pl.col("text").str.contains(_FREEIPMI_HEADER))  # fmt: skip
-    unparsed = pl.concat([telemetry_rows.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
-                          telemetry_rows.unparsed_frame(df.filter(pl.col("line").is_in(cut)).select("line", "text"))])  # fmt: skip
-    other = telemetry_rows.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other")
+    unparsed = pl.concat([telemetry.unparsed_frame(rest.filter(pl.col("text").str.contains(r"\|"))),
+                          telemetry.unparsed_frame(df.filter(pl.col("line").is_in(cut)).select("line", "text"))])  # fmt: skip
+    other = telemetry.unparsed_frame(rest.filter(~pl.col("text").str.contains(r"\|")), kind="other")
     events = _events(rows, file=file)
     frames = [f for f in (events, unparsed, other) if f.height]
-    table = telemetry_rows.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else events,
+    table = telemetry.events_frame(pl.concat(frames, how="diagonal_relaxed").sort("line") if frames else events,
                                    source=NAME, file=file, incident=incident, host=host)  # fmt: skip
     readings = rows.filter(pl.col("metric").is_not_null()).select(
         "line", ts=pl.lit(None, pl.Datetime("us", "UTC")), gpu=pl.lit(None, pl.String), device=pl.col("name"),
         metric="metric", value="value", unit=pl.col("metric").replace_strict(_UNIT_OF, default=None))  # fmt: skip
-    samples = telemetry_rows.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
-    return SourceResult(table, lines=len(lines), records=rows.height + unparsed.height, unparsed=unparsed.height,
+    samples = telemetry.samples_table(readings, source=NAME, file=file, incident=incident, host=host)
+    return SourceResult(table, lines=df.height, records=rows.height + unparsed.height, unparsed=unparsed.height,
                         error=None, invalid_utf8_lines=bad_utf8, samples=samples)  # fmt: skip
 
 
@@ -192,7 +190,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
     """A reading past its critical threshold, a status the BMC marks critical, a state the catalogs read."""
     if rows.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
-    read = telemetry_rows.catalog_reading(rows["text"])
+    read = bmc.catalog_reading(rows["text"])
     above = pl.col("ucr").is_not_null() & (pl.col("value") >= pl.col("ucr")) & (pl.col("metric") != "fan_rpm")
     below = pl.col("lcr").is_not_null() & (pl.col("value") <= pl.col("lcr")) & pl.col("metric").is_in(["fan_rpm", "voltage_v"])
     flagged = pl.coalesce(pl.col("status"), pl.col("state")).replace_strict(_CRITICAL, default=None)
@@ -202,7 +200,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
     ).filter(pl.col("crossed").is_not_null() | pl.col("flagged").is_not_null() | pl.col("cat_kind").is_not_null())
     if out.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
-    typed = telemetry_rows.bmc_kind(out["type"].fill_null(""), out["name"])
+    typed = bmc.bmc_kind(out["type"].fill_null(""), out["name"])
     out = out.with_columns(
         kind=pl.coalesce("cat_kind", pl.col("metric").replace_strict(_KIND_OF, default=None), typed),
         severity=pl.coalesce("flagged", pl.lit("error")),
@@ -212,7 +210,7 @@ def _events(rows: pl.DataFrame, *, file: str) -> pl.DataFrame:
         samples=pl.when(pl.col("metric").is_not_null() & pl.col("value").is_not_null())
         .then(pl.concat_list(pl.concat_str(pl.lit(f"{file}:"), pl.col("line").cast(pl.String)))),
     )  # fmt: skip
-    detail = telemetry_rows.detail_json(out, ["sensor", "reading", "unit", "status", "threshold", "samples", "catalog"])
+    detail = telemetry.detail_json(out, ["sensor", "reading", "unit", "status", "threshold", "samples", "catalog"])
     return out.with_columns(detail=detail, ts=pl.lit(None, pl.Datetime("us", "UTC"))).select(
         "line", "ts", "kind", "severity", "message", "detail")
 

@@ -1,11 +1,17 @@
-"""What the telemetry sources share: their readings as ``samples`` rows, the events they derive, and the
-``SourceResult`` that carries both (DESIGN.md, "samples").
+"""What the telemetry sources share: the file's numbered lines they start from (:func:`numbered`), their
+readings as ``samples`` rows, the events they derive, and the ``SourceResult`` that carries both
+(DESIGN.md, "samples").
 
-A telemetry source (``lspci``, ``ibcounters``, ``nicstats``, ``dcgm``, ``disks``) reads a command's output
-into :class:`Reading` rows (one per value) and :class:`Finding` rows (a port not ``Active``, a link trained
-below its capability, a failed test); :func:`result` turns them into the two tables. A derived event names
+Two ways in, one way out. A source that reads its output line by line (``lspci``, ``ibcounters``,
+``nicstats``, ``dcgm``, ``disks``) collects :class:`Reading` rows (one per value) and :class:`Finding` rows (a
+port not ``Active``, a link trained below its capability, a failed test) and hands them to :func:`result`. A
+source that reads its lines at once (``sel``, ``sensors``, ``gpuseries``, and ``disks`` for iostat's rows)
+builds Polars frames: readings with the columns :data:`READINGS` (:func:`samples_table`), events with
+``line``, ``ts``, ``kind``, ``severity``, ``message``, ``detail`` (:func:`events_frame`, :func:`unparsed_frame`
+for the lines no form read). Both end in the same ``samples`` and ``events`` schemas. A derived event names
 the sample rows it was read from in ``detail.samples`` (``file:line`` list), and every line that is neither
-a reading nor blank nor a known header is an ``other`` row, so nothing is lost.
+a reading nor blank nor a known header is an ``other`` row, so nothing is lost. What a BMC record is about
+is :mod:`.bmc`'s.
 
 >>> r = result([Reading(3, "pcie_width", 8.0, device="3b:00.0")], [], lines=4, records=1, unparsed=0,
 ...            source="lspci", file="f")
@@ -26,7 +32,23 @@ import polars as pl
 import pyarrow as pa
 
 from ..schema import SAMPLES
+from ..text import split_lines
 from .base import SourceResult, events_table, template_expr, to_schema
+
+_TS = pl.Datetime("us", "UTC")
+#: The columns a source's long frame of readings has before :func:`samples_table` adds the file's own.
+READINGS = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "device": pl.String, "metric": pl.String,
+            "value": pl.Float64, "unit": pl.String}  # fmt: skip
+
+
+def numbered(data: bytes) -> tuple[pl.DataFrame, int]:
+    """The parse prologue: ``data``'s lines as a frame (``line`` from 1, ``text``) and how many were not UTF-8.
+
+    >>> numbered(b"a\\nb\\n")[0].rows()
+    [(1, 'a'), (2, 'b')]
+    """
+    lines, bad_utf8 = split_lines(data)
+    return pl.DataFrame({"text": lines}).with_row_index("line", offset=1).select(pl.col("line").cast(pl.Int64), "text"), bad_utf8
 
 
 @dataclass
@@ -102,9 +124,9 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
         schema=SAMPLES,
     )  # fmt: skip
     if frame is not None and frame.height:
-        more = frame.filter(pl.col("value").is_not_null()).with_columns(
-            incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source), file=pl.lit(file))
-        samples = pa.concat_tables([samples, to_schema(more, SAMPLES)]).sort_by("line")
+        more = samples_table(frame.select(list(READINGS)).cast(READINGS), source=source, file=file,  # type: ignore[arg-type]
+                             incident=incident, host=host)  # fmt: skip
+        samples = pa.concat_tables([samples, more]).sort_by("line")
     findings = sorted(findings, key=lambda f: f.line)
     if text is not None:
         for f in findings:
@@ -135,3 +157,43 @@ def _detail(f: Finding, file: str) -> dict[str, Any]:
     if f.samples:
         detail["samples"] = [f"{file}:{n}" for n in sorted(set(f.samples))]
     return detail
+
+
+# -------------------------------------------------------------------------------- sources that read frames
+
+
+def samples_table(readings: pl.DataFrame, *, source: str, file: str, incident: str, host: str | None) -> pa.Table:
+    """``readings`` (columns :data:`READINGS`) as ``samples`` rows of one file; rows without a value are dropped
+    (a ``-``, ``N/A`` or ``na`` is no reading)."""
+    if readings.height == 0:
+        return SAMPLES.empty_table()
+    rows = readings.filter(pl.col("value").is_not_null() & pl.col("value").is_finite()).with_columns(
+        incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source), file=pl.lit(file))  # fmt: skip
+    return to_schema(rows, SAMPLES)
+
+
+def events_frame(frame: pl.DataFrame, *, source: str, file: str, incident: str, host: str | None) -> pa.Table:
+    """Event rows from ``frame`` (``line``, ``ts``, ``kind``, ``severity``, ``message``, ``detail`` as JSON
+    text, and optionally ``gpu``, ``code``, ``uptime_s``) in the ``events`` schema."""
+    if frame.height == 0:
+        return events_table([])
+    fill = {"gpu": pl.String, "code": pl.Int64, "uptime_s": pl.Float64, "rank": pl.Int32, "pid": pl.Int64,
+            "ts": _TS}  # fmt: skip
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in fill.items() if name not in frame.columns]
+    out = frame.with_columns(*missing, incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source),
+                             file=pl.lit(file))  # fmt: skip
+    return events_table(out)
+
+
+def detail_json(frame: pl.DataFrame, columns: list[str]) -> pl.Series:
+    """Each row's ``columns`` as a JSON object, nulls left out (a row's ``detail``)."""
+    return pl.Series("detail", [json.dumps({k: v for k, v in row.items() if v is not None}, ensure_ascii=False)
+                                for row in frame.select(columns).iter_rows(named=True)], dtype=pl.String)  # fmt: skip
+
+
+def unparsed_frame(lines: pl.DataFrame, *, kind: str = "unparsed") -> pl.DataFrame:
+    """``lines`` (``line``, ``text``) as events no source family read (kept and counted)."""
+    return lines.select(
+        "line", pl.lit(None, _TS).alias("ts"), kind=pl.lit(kind), severity=pl.lit("info" if kind == "other" else "warning"),
+        message=pl.col("text"), detail=pl.lit("{}"),
+    )  # fmt: skip

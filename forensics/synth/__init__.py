@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..errors import InputError
+from . import telemetry
 from .causes import SCENARIOS, WEIGHTS, Ctx
 from .fleet import GPU_BUSES, LEMON_KINDS, Fleet
 from .job import nccl_init, ras_report, torchrun_report, train_steps
@@ -211,6 +212,7 @@ def _incident(out: Path, n: int, when: datetime, fleet: Fleet, rng: random.Rando
         else:
             files.update(_host_files(log, started, taken, syslog=bool((n + i) % 2), rng=rng))
         files[f"{log.host}/train.log"] = log.job_log().encode()
+    files.update(telemetry.files(ctx.log, cause, ctx.g, fail, end))  # what the field guides say shows it
     if cause == "hang" and logs[0].style.nccl == "2.26":  # someone asked NCCL's RAS what the job waits on
         files[f"{logs[0].host}/ncclras.txt"] = ras_report(logs[0], logs, ctx.seq, ctx.g).encode()
     bystanders = [log.host for log in logs if log.host != ctx.log.host and f"{log.host}/dmesg.log" in files]

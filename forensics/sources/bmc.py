@@ -1,6 +1,6 @@
-"""What the telemetry sources share (:mod:`.sel`, :mod:`.sensors`, :mod:`.gpuseries`): their rows in the
-``samples`` and ``events`` schemas, and the BMC knowledge of ``data/bmc_events.toml`` (what a record is
-about by its sensor type, how grave by its wording) beside the message catalogs' readings.
+"""What a BMC record or sensor is about and how grave it is, from ``data/bmc_events.toml`` (its sensor type,
+its name, its wording) beside the message catalogs' readings: the knowledge the ``sel`` and ``sensors``
+sources share.
 
 >>> bmc_kind(pl.Series(["Power Supply PS2 Status", "Fan FAN1", "Add-in Card GPU3 Status"])).to_list()
 ['bmc.psu', 'bmc.fan', 'bmc.gpu']
@@ -8,23 +8,14 @@ about by its sensor type, how grave by its wording) beside the message catalogs'
 
 from __future__ import annotations
 
-import json
 import tomllib
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from .. import messages
-from ..schema import SAMPLES
-from .base import events_table, to_schema
-
-_TS = pl.Datetime("us", "UTC")
-#: The columns a source's long frame of readings has before :func:`samples_table` adds the file's own.
-READINGS = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "device": pl.String, "metric": pl.String,
-            "value": pl.Float64, "unit": pl.String}  # fmt: skip
 
 
 @cache
@@ -86,40 +77,3 @@ def catalog_reading(text: pl.Series) -> pl.DataFrame:
     ``catalog`` (row id), ``cat_kind``."""
     read = messages.frame(messages.load(), text)
     return read.filter(pl.col("cat_kind").str.starts_with("bmc.")).select("i", "catalog", "cat_kind")
-
-
-def samples_table(readings: pl.DataFrame, *, source: str, file: str, incident: str, host: str | None) -> pa.Table:
-    """``readings`` (columns :data:`READINGS`) as ``samples`` rows of one file; rows without a value are dropped
-    (a ``-``, ``N/A`` or ``na`` is no reading)."""
-    if readings.height == 0:
-        return SAMPLES.empty_table()
-    rows = readings.filter(pl.col("value").is_not_null() & pl.col("value").is_finite()).with_columns(
-        incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source), file=pl.lit(file))  # fmt: skip
-    return to_schema(rows, SAMPLES)
-
-
-def events_frame(frame: pl.DataFrame, *, source: str, file: str, incident: str, host: str | None) -> pa.Table:
-    """Event rows from ``frame`` (``line``, ``ts``, ``kind``, ``severity``, ``message``, ``detail`` as JSON
-    text, and optionally ``gpu``, ``code``, ``uptime_s``) in the ``events`` schema."""
-    if frame.height == 0:
-        return events_table([])
-    fill = {"gpu": pl.String, "code": pl.Int64, "uptime_s": pl.Float64, "rank": pl.Int32, "pid": pl.Int64,
-            "ts": _TS}  # fmt: skip
-    missing = [pl.lit(None, dtype).alias(name) for name, dtype in fill.items() if name not in frame.columns]
-    out = frame.with_columns(*missing, incident=pl.lit(incident), host=pl.lit(host, pl.String), source=pl.lit(source),
-                             file=pl.lit(file))  # fmt: skip
-    return events_table(out)
-
-
-def detail_json(frame: pl.DataFrame, columns: list[str]) -> pl.Series:
-    """Each row's ``columns`` as a JSON object, nulls left out (a row's ``detail``)."""
-    return pl.Series("detail", [json.dumps({k: v for k, v in row.items() if v is not None}, ensure_ascii=False)
-                                for row in frame.select(columns).iter_rows(named=True)], dtype=pl.String)  # fmt: skip
-
-
-def unparsed_frame(lines: pl.DataFrame, *, kind: str = "unparsed") -> pl.DataFrame:
-    """``lines`` (``line``, ``text``) as events no source family read (kept and counted)."""
-    return lines.select(
-        "line", pl.lit(None, _TS).alias("ts"), kind=pl.lit(kind), severity=pl.lit("info" if kind == "other" else "warning"),
-        message=pl.col("text"), detail=pl.lit("{}"),
-    )  # fmt: skip
