@@ -104,7 +104,7 @@ def _tables(df: pl.DataFrame, *, timezone: str | None) -> tuple[pl.DataFrame, pl
     fields = pl.col("text").str.split("|").list.eval(pl.element().str.strip_chars())
     tool = pl.when(pl.col("text").str.contains(_IPMITOOL)).then(pl.lit("ipmitool")) \
         .when(pl.col("text").str.contains(_FREEIPMI)).then(pl.lit("freeipmi"))  # fmt: skip
-    verbose, claimed = _verbose(lines)
+    verbose, claimed = _verbose(df.get_column("text"))
     df = df.with_columns(tool=tool, f=fields).with_columns(
         tool=pl.when(pl.col("line").is_in(claimed)).then(pl.lit("verbose")).otherwise("tool"))
     records = pl.concat([_ipmitool(df.filter(pl.col("tool") == "ipmitool")),

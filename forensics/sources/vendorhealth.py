@@ -52,7 +52,7 @@ from typing import Any
 import polars as pl
 
 from ..text import split_lines
-from . import envelope, telemetry_rows
+from . import bmc, envelope, telemetry
 from .base import SourceResult
 from .fields import to_float, to_int
 
@@ -136,13 +136,13 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     frame = _finish(pl.DataFrame(records, schema=_RECORD, orient="row"), timezone=timezone)
     rest = pl.DataFrame({"text": series}).with_row_index("line", offset=1).with_columns(pl.col("line").cast(pl.Int64)) \
         .filter(~pl.col("line").is_in(sorted(claimed)) & (pl.col("text").str.strip_chars() != ""))  # fmt: skip
-    other = telemetry_rows.unparsed_frame(rest, kind="other")
+    other = telemetry.unparsed_frame(rest, kind="other")
     rows = pl.concat([frame, other], how="diagonal_relaxed").sort("line") if other.height else frame
-    events = telemetry_rows.events_frame(rows.filter(pl.col("kind").is_not_null()), source=NAME, file=file,
+    events = telemetry.events_frame(rows.filter(pl.col("kind").is_not_null()), source=NAME, file=file,
                                          incident=incident, host=host)  # fmt: skip
     read = pl.DataFrame(readings, schema={"line": pl.Int64, "device": pl.String, "metric": pl.String,
                                           "value": pl.Float64, "unit": pl.String}, orient="row")  # fmt: skip
-    samples = telemetry_rows.samples_table(read.with_columns(ts=pl.lit(None, pl.Datetime("us", "UTC")),
+    samples = telemetry.samples_table(read.with_columns(ts=pl.lit(None, pl.Datetime("us", "UTC")),
                                                              gpu=pl.lit(None, pl.String)),
                                            source=NAME, file=file, incident=incident, host=host)  # fmt: skip
     return SourceResult(events, lines=len(lines), records=len(records) + other.height, unparsed=0, error=None,
@@ -262,20 +262,20 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     if records.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64, "kind": pl.String})
     ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
-    read = telemetry_rows.catalog_reading(records["text"])
+    read = bmc.catalog_reading(records["text"])
     state = records["state"].replace_strict(_IML_STATE, default=None)
     psu = records["form"].is_in(["psu", "pmbus"])
-    kind = telemetry_rows.bmc_kind(pl.Series([None] * records.height, dtype=pl.String), records["cls"], records["text"])
+    kind = bmc.bmc_kind(pl.Series([None] * records.height, dtype=pl.String), records["cls"], records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=pl.when(pl.col("stamp").is_not_null()).then(how),
         kind=pl.coalesce("cat_kind", pl.when(pl.Series(psu)).then(pl.lit("bmc.psu")), pl.Series(kind)),
         severity=pl.when(pl.Series(psu)).then(
             pl.when(pl.col("condition").str.contains(r"(?i)^(?:failed|off)\b")).then(pl.lit("critical")).otherwise(pl.lit("warning"))
         ).otherwise(
-            telemetry_rows.severity(records["text"], state=state)),
+            bmc.severity(records["text"], state=state)),
         message=pl.col("text"), state=pl.col("state"), cls=pl.col("cls"),
     )  # fmt: skip
-    detail = telemetry_rows.detail_json(out.rename({"cls": "class"}),
+    detail = telemetry.detail_json(out.rename({"cls": "class"}),
                                         ["id", "class", "state", "psu", "present", "redundant", "condition",
                                          "location", "power_w", "count", "updated", "pmbus", "catalog", "ts_from"])  # fmt: skip
     return out.with_columns(detail=detail).select("line", "ts", "kind", "severity", "message", "detail")
