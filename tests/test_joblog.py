@@ -450,9 +450,10 @@ def test_folded_step_state_is_the_median_of_every_interval(monkeypatch: pytest.M
 
 @pytest.mark.parametrize("dump", ["nccl-899-gdb-thread-apply-all-bt-ncclgroupend-rwlock-libcuda-01.log",
                                   "bigscience-tr11-hang-debug-py-spy-train-broadcast-01.log",
-                                  "pytorch-585-gdb-run-sigbus-memset-dl-map-segments-wrapped-args-01.log"])  # fmt: skip
+                                  "pytorch-585-gdb-run-sigbus-memset-dl-map-segments-wrapped-args-01.log",
+                                  "sglang-3745-faulthandler-segfault-current-thread-all-reduce-01.log"])  # fmt: skip
 def test_a_stack_dump_pasted_after_a_job_log_is_read_by_the_stacks_source(dump: str) -> None:
-    """Two real samples in one file, a job's output and a gdb or py-spy dump after it: the job's lines give
+    """Two real samples in one file, a job's output and a gdb, py-spy or faulthandler dump after it: the job's lines give
     the rows they give alone, and the dump's threads and signal are the stacks source's, on the file's lines."""
     from forensics.parse import parse_bytes
     from forensics.sources import stacks

@@ -308,6 +308,17 @@ def test_threads_waiting_in_a_collective_are_a_hang_unless_a_better_cause_or_a_s
     assert _cause(_events(stack, signal))[1] != "stacks-wait-in-collective"
 
 
+def test_a_segfault_in_all_reduce_is_no_hang(tmp_path: Path) -> None:
+    """sglang#3745's faulthandler dump: the current thread died in all_reduce (SIGSEGV), which no rule may
+    read as ranks waiting for each other."""
+    (tmp_path / "inc" / "node").mkdir(parents=True)
+    shutil.copy(SAMPLES / "stacks" / "sglang-3745-faulthandler-segfault-current-thread-all-reduce-01.log",
+                tmp_path / "inc" / "node" / "server.log")  # fmt: skip
+    forensics.ingest([tmp_path / "inc"], tmp_path / "ds", jobs=1)
+    d = forensics.diagnose(forensics.open_dataset(tmp_path / "ds")).row(0, named=True)
+    assert d["root_cause"] != "hang" and not (d["rule"] or "").startswith("stacks-"), d
+
+
 def test_xid45_after_another_xid_is_a_follower() -> None:
     ev = _events({**XID79, "code": 48, "ts": T0}, {**XID79, "code": 45, "ts": T0 + timedelta(seconds=1), "line": 2})
     p = engine.prepare(ev, load_library())
@@ -487,7 +498,7 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
     assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (
         1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, fs.*, "
-           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
+           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, proc.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
     assert _run("mine", str(synth_ds.root), "--target", "gpu.offbus") == (
         1, "Error: --target 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
     assert _run("mine", str(CORPUS / "xid79-off-bus-no-xid-line-nvsentinel"), "--target", "gpu.xid")[0] == 1

@@ -12,7 +12,7 @@ runs the stages:
    stream (host, rank, pid, thread) fold tracebacks (chained ones too), C++ aborts and stacks, torchrun
    report entries, NCCL error chains, RAS report sections and repeated device-side asserts; ranks
    printing at the same time stay apart. Kernel lines go to the kernel source's pipeline, the lines of a
-   gdb or py-spy dump pasted in (:data:`.stacks.JOB_HEAD` and the indented lines under them) to the stacks
+   gdb, py-spy or faulthandler dump pasted in (:data:`.stacks.JOB_HEAD` and the indented lines under them) to the stacks
    source.
 3. **families**: the record's first line is searched for the anchors of ``grammars/nccl.lark``,
    ``traceback.lark`` and ``trainlog.lark``; Lark parses the flagged records, enrichers make the rows

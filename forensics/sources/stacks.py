@@ -77,10 +77,13 @@ _LWP = re.compile(r"\(LWP (\d+)\)|Current thread is (\d+) ")
 
 #: The lines that open a dump pasted into a job's output (:mod:`.joblog` hands them and the indented lines
 #: under them to this source): gdb's thread headers, frames, signal, thread-switch and pager lines, py-spy's
-#: thread headers, gdb's prompt. Faulthandler's frames are a traceback's to the job sources (``data/job_records.toml``).
+#: thread headers, gdb's prompt, faulthandler's fatal-signal line and thread headers (its ``File`` lines are
+#: indented under them).
 JOB_HEAD = (r'^(?:Thread \d+ \((?:Thread 0x[0-9a-fA-F]+ \(LWP \d+\)|process \d+|LWP \d+)|#\d+ +(?:0x[0-9a-fA-F]+ in |[\w:~<>.@]+ \()'
             r'|Thread (?:0x[0-9a-fA-F]+|\d+) \((?:active|idle)(?:\+gil)?\)|(?:Program|Thread \d+(?: "[^"]*")?) '
-            r'(?:received|terminated with) signal |\[Switching to Thread |-{2,3}Type <(?:return|RET)>|\(gdb\) )')
+            r'(?:received|terminated with) signal |\[Switching to Thread |-{2,3}Type <(?:return|RET)>|\(gdb\) '
+            r'|(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):|Stack \(most recent call first\):'
+            r'|Fatal Python error: (?:Segmentation fault|Bus error|Aborted|Floating point exception|Illegal instruction)\s*$)')
 
 #: Linux signal numbers (asm-generic/signal.h, x86 and arm64 alike) and faulthandler's names for them.
 SIGNALS = {"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6, "SIGBUS": 7,
