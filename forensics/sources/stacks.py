@@ -165,6 +165,7 @@ class Stack:
                        pid=self.pid, detail=detail)
 
 
+_ANY_HEADER = re.compile(r"(?m)^(?:#0 |Thread |TID \d|Current thread |Stack \(|Fatal Python error: |Program )")
 #: A job source this sure of a file with a dump in it takes the file, and hands the dump's lines to this source.
 JOB_WINS = 0.3
 
@@ -173,9 +174,9 @@ def sniff(head: str) -> float:
     """How sure we are that ``head`` is a stack dump: stack lines (thread headers, frames, signal lines) make
     at least two lines and 40% of its non-blank lines, and no job source knows the rest (a job's output with
     a dump pasted in is the job's, which gives the dump's lines to this source)."""
-    lines = [x for x in head.splitlines() if x.strip()]
-    if not lines:
+    if not _ANY_HEADER.search(head):  # most files: not one line a dump could open with
         return 0.0
+    lines = [x for x in head.splitlines() if x.strip()]
     pyspy = any(_PYSPY_THREAD.match(x) for x in lines)
     gdb = any(_GDB_FRAME.match(x) for x in lines)
     stack = sum(1 for x in lines if _GDB_THREAD.match(x) or _GDB_FRAME.match(x) or _EU_THREAD.match(x)
