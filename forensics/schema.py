@@ -78,6 +78,13 @@ GPUS = pa.schema(
         pa.field("clocks_event_reasons", pa.list_(pa.string())),
         pa.field("reset_required", pa.bool_()),
         pa.field("drain_and_reset_recommended", pa.bool_()),
+        # added (issue 35): the NVLink fabric registration of `nvidia-smi -q`'s Fabric block, as printed
+        pa.field("fabric_state", pa.string()),
+        pa.field("fabric_status", pa.string()),
+        pa.field("fabric_clique_id", pa.int64()),
+        pa.field("fabric_cluster_uuid", pa.string()),
+        pa.field("fabric_health_summary", pa.string()),
+        pa.field("fabric_health", pa.list_(pa.string())),
     ]
 )
 
@@ -186,6 +193,9 @@ SAMPLE_METRICS: frozenset[str] = frozenset(
         "tx_fifo_errors_per_s", "tx_heartbeat_errors", "tx_kb_per_s", "tx_packets_per_s", "tx_transitions",
         "tx_window_errors", "unsafe_shutdowns", "vl15_dropped", "writes_per_s", "xid_last", "xmit_data",
         "xmit_packets", "xmit_wait",
+        # added (issue 35): df, one reading per mount (device = the mount point)
+        "fs_avail_bytes", "fs_ifree", "fs_inodes", "fs_iuse_pct", "fs_iused", "fs_size_bytes", "fs_use_pct",
+        "fs_used_bytes",
     }
 )  # fmt: skip
 
@@ -289,6 +299,9 @@ KINDS: frozenset[str] = frozenset(
         "bmc.gpu",  # added (issue 34, sources/sel.py): a BMC record about a GPU (a sensor named for one)
         # added (issue 34, data/telemetry_rules.toml): derived from a GPU's series
         "gpu.temp_rise", "gpu.power_drop", "gpu.util_drop",
+        # added (issue 35): a thread's stack and a fatal signal in a dump (sources/stacks.py), a full file
+        # system (df), the NVLink fabric state of nvidia-smi -q
+        "proc.stack", "proc.signal", "fs.full", "gpu.fabric",
         "other", "unparsed",
     }
 )  # fmt: skip

@@ -144,7 +144,7 @@ def test_sources_lists_forms() -> None:
     lines = out.splitlines()
     assert [line for line in lines if not line.startswith("  ")] == [
         "nvsmi", "journal", "kernel", "nccl", "torch", "trainlog", "lspci", "ibcounters", "nicstats", "dcgm", "disks",
-        "sel", "sensors", "gpuseries", "vendorhealth"]  # fmt: skip
+        "df", "sel", "sensors", "gpuseries", "vendorhealth", "stacks"]  # fmt: skip
     assert "  - dmesg -T / --ctime" in lines and "  - journalctl -o export (binary-safe fields)" in lines
     assert "  - nvme smart-log (nvme-cli text)" in lines
     assert "  - ipmitool sdr -v / sdr get / sensor get (verbose records, grammars/sensors.lark)" in lines

@@ -16,7 +16,8 @@ from forensics.parse import parse_bytes
 
 from .conftest import golden_cases
 
-SOURCES = ("kernel", "journal", "nvsmi", "nccl", "torch", "trainlog", "sel", "sensors", "gpuseries", "vendorhealth")
+SOURCES = ("kernel", "journal", "nvsmi", "nccl", "torch", "trainlog", "sel", "sensors", "gpuseries", "vendorhealth",
+           "stacks")
 CASES = [(source, case) for source in SOURCES for case in golden_cases(source)]
 IDS = [f"{source}/{case.stem}" for source, case in CASES]
 

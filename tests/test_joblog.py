@@ -446,3 +446,29 @@ def test_folded_step_state_is_the_median_of_every_interval(monkeypatch: pytest.M
         ts = steps.filter(pl.col("rank") == row["rank"]).sort("line").get_column("ts")
         gaps = ts.diff().dt.total_microseconds().drop_nulls() / 1e6
         assert json.loads(row["detail"])["usual_interval_s"] == round(float(gaps.filter(gaps > 0).median()), 6)
+
+
+@pytest.mark.parametrize("dump", ["nccl-899-gdb-thread-apply-all-bt-ncclgroupend-rwlock-libcuda-01.log",
+                                  "bigscience-tr11-hang-debug-py-spy-train-broadcast-01.log",
+                                  "pytorch-585-gdb-run-sigbus-memset-dl-map-segments-wrapped-args-01.log",
+                                  "sglang-3745-faulthandler-segfault-current-thread-all-reduce-01.log"])  # fmt: skip
+def test_a_stack_dump_pasted_after_a_job_log_is_read_by_the_stacks_source(dump: str) -> None:
+    """Two real samples in one file, a job's output and a gdb, py-spy or faulthandler dump after it: the job's lines give
+    the rows they give alone, and the dump's threads and signal are the stacks source's, on the file's lines."""
+    from forensics.parse import parse_bytes
+    from forensics.sources import stacks
+
+    job = (GOLDEN / "nccl" / "nccl-ib-completion-status12-vendor129-ib-plugin-roce-gid-01.log").read_bytes()
+    job = job if job.endswith(b"\n") else job + b"\n"
+    text = (GOLDEN / "stacks" / dump).read_bytes()
+    both = parse_bytes(job + text, file="out.log")
+    assert both.source in ("torch", "nccl", "trainlog")
+    alone = parse_bytes(job, file="out.log", source=both.source).events.to_pylist()
+    rows = both.events.to_pylist()
+    n = job.count(b"\n")
+    assert [r for r in rows if r["line"] <= n] == alone
+    dump_rows = [(r["line"] - n, r["kind"], json.loads(r["detail"]).get("state"), json.loads(r["detail"]).get("signal"))
+                 for r in rows if r["source"] == "stacks" and r["kind"] != "other"]  # fmt: skip
+    own = [(r["line"], r["kind"], json.loads(r["detail"]).get("state"), json.loads(r["detail"]).get("signal"))
+           for r in stacks.parse(text, file="x").events.to_pylist() if r["kind"] != "other"]  # fmt: skip
+    assert dump_rows == own and own

@@ -50,6 +50,13 @@ KNOWN = {
     "trainlog/trainlog-mmengine-xtuner-grad-norm-goes-nan-loss-finite-01.log": ("numerical", "nan"),
     "trainlog/trainlog-nanogpt-fp16-v100-loss-nan-right-after-checkpoint-quoted-01.log": ("numerical", "nan"),
     "trainlog/trainlog-pai-megatron-nan-grad-norm-assertion-interleaved-ranks-01.log": ("numerical", "nan"),
+    # issue 35: df, the fabric block of nvidia-smi -q, stack dumps
+    "df/pwk-39-df-h-overlay-sdb-100pct-etc-hosts-01.log": ("storage", "/etc/hosts"),
+    "df/psfchef-43-df-h-and-df-i-vda3-inodes-100pct-01.log": ("storage", "/dev/vda3"),
+    "nvsmi/gpuoperator-2511-580.159.04-fabric-in-progress-health-partition-01.txt": ("nvlink", "In Progress"),
+    "nvsmi/dradriver-626-q-grep-c3-fabric-completed-health-unhealthy-01.txt": ("nvlink", "Unhealthy"),
+    "stacks/nccl-899-gdb-thread-apply-all-bt-ncclgroupend-rwlock-libcuda-01.log": ("hang", "ncclGroupEnd"),
+    "stacks/bigscience-tr11-hang-debug-py-spy-train-broadcast-01.log": ("hang", "broadcast"),
 }
 
 
@@ -93,10 +100,8 @@ KNOWN_MISSES = {
     "thermal-rocm-tf-414-radeon-vii-fan-stuck-memory-access-fault": "thermal: one AMD memory access fault line; the stuck fan is in the prose",
     # blind batch 2 (corpus/BLIND.md), misses left after this round:
     "cr-gpuoperator-627-sandbox-device-plugin-glibc-232-not-found": "container_runtime: the loader's GLIBC_2.32 not found, in a device plugin's pod: no catalog reads ld.so",
-    "cr-jaxtoolbox-183-ncclshmopen-sigbus-gdb-shm-size": "container_runtime: SIGBUS in ncclShmOpen is a gdb backtrace; no source reads gdb",
     "drv-awsome-203-efa-libfabric-old-nccl219-register-mr-einval": "driver: the OFI plugin's register failure reads as the network; the old EFA installer is in the prose",
     "gpuhw-pai-4344-rminitadapter-0x26-one-gpu-missing": "gpu_hardware: RmInitAdapter failed reads as the driver's; the broken card is the maintainers' call",
-    "hang-bigscience-tr11-176b-eval-dataloader-deadlock": "hang: py-spy dumps of ranks in broadcast and a DataLoader get: no source reads py-spy",
     "net-nccl-697-socket-transport-over-docker-bridges-bond0": "network: NCCL INFO channels via NET/Socket over docker bridges, no WARN: no rule reads the interfaces chosen",
     "net-nccltests-219-socket-ifname-enp6s0-missing-on-peer": "network: nccl-tests' 'Test NCCL failure' with no NCCL line; the interface names are in the prose",
     "nvlink-nccl-976-h100-nvls-invalid-argument-fm-restarted": "nvlink: NVLS 'invalid argument' after a fabric manager restart; the corpus labels fabric-manager faults driver",
@@ -119,14 +124,11 @@ KNOWN_MISSES = {
     "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
     "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
     "hang-dscourse-17-barrier-before-set-device-both-ranks-cuda0": "hang: a watchdog timeout re-wrapped over two lines without its 'Watchdog caught collective operation timeout' head",
-    "hang-horovod-26-nccl-init-allreduce-deadlock-gdb-stacks": "hang: only gdb stacks of a deadlock: no source reads gdb",
     "hostoom-tomotwin-122-embed-spawn-sigkill-insufficient-ram-swap": "host_oom: torch.multiprocessing.spawn's 'terminated with signal SIGKILL' reads as the exception it is; no OOM line",
     "net-horovod-209-docker-masquerade-btl-tcp-match-incoming-failed": "network: Open MPI's btl tcp 'Match incoming connection ... failed' verbose line: no catalog row",
     "net-robotology-846-icub-eth-rx-crc-error-board-timeout": "network: a robot's board reporting Ethernet RX CRC errors: an application's own log no catalog reads",
-    "nvlink-azhpcimages-506-gb200-fabric-insufficient-resources-cliqueid-0": "nvlink: nvidia-smi -q's fabric 'Status : Insufficient Resources' (GB200): no field of the gpus table reads the fabric state",
     "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
-    "storage-nodejsbuild-2977-packetnet-md127-100pct-workspace-full": "storage: df's 100% Use% column: no source reads df",
 }
 
 
@@ -291,6 +293,28 @@ def test_a_hang_names_the_straggler() -> None:
                      "detail": json.dumps({"last_enqueued": 43, "last_completed": done})})  # fmt: skip
     d = forensics.diagnose(_events(*rows)).row(0, named=True)
     assert (d["root_cause"], d["first_rank"]) == ("hang", 1)
+
+
+def test_threads_waiting_in_a_collective_are_a_hang_unless_a_better_cause_or_a_signal() -> None:
+    """A stack dump says where ranks wait, not why: an Xid beside it wins, a caught signal is no hang."""
+    stack = {"source": "stacks", "kind": "proc.stack", "severity": "notice", "message": "Thread 55 (…):",
+             "detail": '{"state": "collective", "states": ["lock", "collective"]}'}  # fmt: skip
+    assert _cause(_events(stack))[:2] == ("hang", "stacks-wait-in-collective")
+    assert _cause(_events(stack, {**XID79, "line": 2}))[0] == "gpu_hardware"
+    signal = {"source": "stacks", "kind": "proc.signal", "severity": "error", "code": 11, "line": 2,
+              "message": "Program received signal SIGSEGV, Segmentation fault.", "detail": '{"signal": "SIGSEGV"}'}  # fmt: skip
+    assert _cause(_events(stack, signal))[1] != "stacks-wait-in-collective"
+
+
+def test_a_segfault_in_all_reduce_is_no_hang(tmp_path: Path) -> None:
+    """sglang#3745's faulthandler dump: the current thread died in all_reduce (SIGSEGV), which no rule may
+    read as ranks waiting for each other."""
+    (tmp_path / "inc" / "node").mkdir(parents=True)
+    shutil.copy(SAMPLES / "stacks" / "sglang-3745-faulthandler-segfault-current-thread-all-reduce-01.log",
+                tmp_path / "inc" / "node" / "server.log")  # fmt: skip
+    forensics.ingest([tmp_path / "inc"], tmp_path / "ds", jobs=1)
+    d = forensics.diagnose(forensics.open_dataset(tmp_path / "ds")).row(0, named=True)
+    assert d["root_cause"] != "hang" and not (d["rule"] or "").startswith("stacks-"), d
 
 
 def test_xid45_after_another_xid_is_a_follower() -> None:
@@ -474,7 +498,7 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
     assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (
         1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, fs.*, "
-           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
+           "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, proc.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
     assert _run("mine", str(synth_ds.root), "--target", "gpu.offbus") == (
         1, "Error: --target 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")
     assert _run("mine", str(CORPUS / "xid79-off-bus-no-xid-line-nvsentinel"), "--target", "gpu.xid")[0] == 1

@@ -18,7 +18,7 @@ from forensics.schema import SAMPLES
 
 from .conftest import GOLDEN, golden_cases
 
-TELEMETRY = ("lspci", "ibcounters", "nicstats", "dcgm", "disks")
+TELEMETRY = ("lspci", "ibcounters", "nicstats", "dcgm", "disks", "df")
 CASES = [(source, case) for source in TELEMETRY for case in golden_cases(source)]
 IDS = [f"{source}/{case.stem}" for source, case in CASES]
 OTHERS = [case for folder in sorted(GOLDEN.iterdir()) if folder.is_dir() and folder.name not in TELEMETRY

@@ -14,16 +14,17 @@ import difflib
 from types import ModuleType
 
 from ..errors import UnknownSourceError
-from . import (dcgm, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors, torch,
-               trainlog, vendorhealth)
+from . import (dcgm, df, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors,
+               stacks, torch, trainlog, vendorhealth)
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
 SOURCES: dict[str, ModuleType] = {
     nvsmi.NAME: nvsmi, journal.NAME: journal, kernel.NAME: kernel,
     nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
     lspci.NAME: lspci, ibcounters.NAME: ibcounters, nicstats.NAME: nicstats,
-    dcgm.NAME: dcgm, disks.NAME: disks,
+    dcgm.NAME: dcgm, disks.NAME: disks, df.NAME: df,
     sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries, vendorhealth.NAME: vendorhealth,
+    stacks.NAME: stacks,
 }  # fmt: skip
 
 #: Sources whose ``samples`` stamps are the machine's wall clock (a module with ``LOCAL_TIME = True``):

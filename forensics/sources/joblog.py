@@ -11,7 +11,9 @@ runs the stages:
 2. **records** (:mod:`.records`): line classes (``data/job_records.toml``) and a small state machine per
    stream (host, rank, pid, thread) fold tracebacks (chained ones too), C++ aborts and stacks, torchrun
    report entries, NCCL error chains, RAS report sections and repeated device-side asserts; ranks
-   printing at the same time stay apart. Kernel lines go to the kernel source's pipeline.
+   printing at the same time stay apart. Kernel lines go to the kernel source's pipeline, the lines of a
+   gdb, py-spy or faulthandler dump pasted in (:data:`.stacks.JOB_HEAD` and the indented lines under them) to the stacks
+   source.
 3. **families**: the record's first line is searched for the anchors of ``grammars/nccl.lark``,
    ``traceback.lark`` and ``trainlog.lark``; Lark parses the flagged records, enrichers make the rows
    (each source's own, in :mod:`.nccl`, :mod:`.torch` and :mod:`.trainlog`).
@@ -40,7 +42,7 @@ from ..families import Families, row
 from ..regex import ascii_classes
 from ..schema import METRICS
 from ..text import dedent, split_lines
-from . import envelope, kernel, prefix
+from . import envelope, kernel, prefix, stacks
 from .base import SourceResult, events_table, short_host, template_expr
 from .chunks import CHUNK_BYTES, MAX_GROWTH, iter_chunks
 from .metrics import _style_expr, read_metrics
@@ -192,9 +194,17 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
         kernelish=pl.col("kernelish") | (indented & pl.col("kernelish").first().over((~indented).cum_sum()))
     )
     kernel_rows = df.filter("kernelish")
-    df = group_records(df.filter(~pl.col("kernelish")).drop("kernelish"))
+    # A stack dump pasted into the output (gdb, py-spy) goes to the stacks source, its indented lines with it.
+    stackish = pl.col("msg").str.contains(stacks.JOB_HEAD) & ~pl.col("job_flag") & ~pl.col("kernelish")
+    df = df.with_columns(stackish=stackish).with_columns(
+        stackish=pl.col("stackish") | (indented & pl.col("stackish").first().over((~indented).cum_sum()))
+    )
+    stack_rows = df.filter("stackish")
+    df = group_records(df.filter(~pl.col("kernelish") & ~pl.col("stackish")).drop("kernelish", "stackish"))
     events, metrics = _job_events(df, carry, file=file, incident=incident, host=host, source=source,
                                   timezone=timezone, on_error=on_error, full=full, offset_rows=offset_rows)  # fmt: skip
+    if stack_rows.height:
+        events = pa.concat_tables([events, _stack_events(stack_rows, carry, file=file, incident=incident, host=host)])
     if kernel_rows.height:
         events = pa.concat_tables([events, _kernel_events(kernel_rows, carry, file=file, incident=incident, host=host,
                                                           year=file_year, timezone=timezone, on_error=on_error, full=full)])  # fmt: skip
@@ -210,6 +220,21 @@ def _kernel_events(rows: pl.DataFrame, carry: _Carry, **options: Any) -> pa.Tabl
     out = pl.from_arrow(result.events)
     assert isinstance(out, pl.DataFrame)
     out = out.with_columns(line=lines.gather(pl.Series(out.get_column("line") - 1)) + 1)
+    return events_table(out)
+
+
+def _stack_events(rows: pl.DataFrame, carry: _Carry, *, file: str, incident: str, host: str | None) -> pa.Table:
+    """The rows of a stack dump pasted into the output, on the job's lines, ranks and hosts."""
+    text = "\n".join(rows.get_column("msg").to_list()).encode("utf-8", "surrogatepass")
+    result = stacks.parse(text, file=file, incident=incident, host=host)
+    carry.records += result.records
+    out = pl.from_arrow(result.events)
+    assert isinstance(out, pl.DataFrame)
+    at = pl.Series(out.get_column("line") - 1)
+    out = out.with_columns(
+        line=rows.get_column("i").gather(at) + 1, rank=rows.get_column("rank").gather(at),
+        host=pl.coalesce(short_host(pl.lit(rows.get_column("host").gather(at))), pl.col("host")),
+    )
     return events_table(out)
 
 

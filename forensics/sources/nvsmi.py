@@ -130,6 +130,10 @@ TEXT_FIELDS: dict[str, list[str]] = {
     "clock_sm_mhz": ["Clocks/SM"], "clock_mem_mhz": ["Clocks/Memory"],
     "reset_required": ["GPU Reset Status/Reset Required"],
     "drain_and_reset_recommended": ["GPU Reset Status/Drain and Reset Recommended"],
+    "fabric_state": ["Fabric/State"], "fabric_status": ["Fabric/Status"],
+    "fabric_clique_id": ["Fabric/CliqueId", "Fabric/Clique Id"],
+    "fabric_cluster_uuid": ["Fabric/ClusterUUID", "Fabric/Cluster UUID"],
+    "fabric_health_summary": ["Fabric/Health/Summary"],
 }  # fmt: skip
 XML_FIELDS: dict[str, list[str]] = {
     "product": ["product_name"], "serial": ["serial"], "uuid": ["uuid"], "minor": ["minor_number"],
@@ -163,7 +167,7 @@ REASONS = ("Clocks Event Reasons", "Clocks Throttle Reasons", "clocks_event_reas
 _INT_COLUMNS = {"minor", "pcie_gen_max", "pcie_gen_current", "pcie_width_max", "pcie_width_current", "pcie_replays",
                 "pcie_replay_rollovers", "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
                 "remapped_rows_uncorrectable", "ecc_volatile_corrected", "ecc_volatile_uncorrected",
-                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected"}  # fmt: skip
+                "ecc_aggregate_corrected", "ecc_aggregate_uncorrected", "fabric_clique_id"}  # fmt: skip
 _FLOAT_COLUMNS = {"temp_gpu_c", "temp_memory_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz"}
 _BOOL_COLUMNS = {"retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "reset_required",
                  "drain_and_reset_recommended"}  # fmt: skip
@@ -222,6 +226,35 @@ def _reasons(nodes: list[Node]) -> list[str] | None:
     return None
 
 
+def _fabric_health(nodes: list[Node]) -> tuple[list[str] | None, int]:
+    """The items of the ``Fabric / Health`` block (550+) as printed (``Bandwidth: Full``), and its line."""
+    for fabric in (n for n in nodes if n.key == "Fabric"):
+        for health in (n for n in fabric.children if n.key == "Health"):
+            return [f"{leaf.key}: {leaf.value}" for leaf in _leaves(health.children) if leaf.key != "Summary"], health.line
+    return None, 0
+
+
+#: What the Fabric block prints when all is well or nothing applies (NVML_GPU_FABRIC_STATE_COMPLETED and
+#: NVML_SUCCESS; NOT_SUPPORTED and N/A off NVLink-fabric systems), and the health items' bad values
+#: (NVML_GPU_FABRIC_HEALTH_MASK_*: bandwidth "Degraded", route recovery / route unhealthy / access timeout
+#: recovery "True", 580's incorrect configuration anything but none; summary
+#: NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY / _LIMITED_CAPACITY). "Partition Assigned" is no fault.
+_FABRIC_FINE = {"state": ("Completed", "N/A", "Not Supported"), "status": ("Success", "N/A", "Not Supported")}
+_FABRIC_HEALTH_BAD = re.compile(r"^(?:Bandwidth: Degraded|(?:Route Recovery in progress|Route Unhealthy|Access Timeout Recovery): True"
+                                r"|Incorrect Configuration: (?!(?:N/A|Not Supported|None|False)$).+)$")
+_FABRIC_SUMMARY_BAD = ("Unhealthy", "Limited Capacity")
+
+
+def _fabric_problems(r: dict[str, Any]) -> list[str]:
+    """What is wrong in a GPU's fabric registration, as the block prints it (empty: nothing)."""
+    problems = [f"{name} {r[f'fabric_{name}']}" for name, fine in _FABRIC_FINE.items()
+                if r.get(f"fabric_{name}") is not None and r[f"fabric_{name}"] not in fine]  # fmt: skip
+    if (summary := r.get("fabric_health_summary")) in _FABRIC_SUMMARY_BAD:
+        problems.append(f"health {summary}")
+    problems += [item for item in r.get("fabric_health") or [] if _FABRIC_HEALTH_BAD.match(item)]
+    return problems
+
+
 def _leaves(nodes: list[Node]) -> list[Node]:
     out = []
     for n in nodes:
@@ -255,6 +288,7 @@ def _gpu_row(block: Node, dump: dict[str, Any], fields: dict[str, list[str]], ec
                 row[f"ecc_{scope}_{kind}"] = int(sum(known))
                 lines[f"ecc_{scope}_{kind}"] = flat.get(f"{section}/{ecc_paths[kind][0]}", (None, 0))[1] or block.line
     row["clocks_event_reasons"] = _reasons(block.children)
+    row["fabric_health"], lines["fabric_health"] = _fabric_health(block.children)
     row["gpu"] = canonical_bdf(block.key.split()[-1] if block.key.startswith("GPU ") else row.get("bus_id") or block.value)
     row["gpu"] = row["gpu"] or canonical_bdf(row.get("bus_id"))
     return row, lines
@@ -282,9 +316,18 @@ def _text_dumps(text: str) -> tuple[list[tuple[dict[str, Any], list[Node]]], lis
             current["cuda"] = _version(n.value) if n.key == "CUDA UMD Version" else current.get("cuda") or _version(n.value)
         elif re.match(r"GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d", n.key):
             blocks.append(n)
+        else:  # a GPU's Fabric block quoted alone (`-q | grep -A4 Fabric`), maybe under the command line
+            blocks += [Node("GPU", None, f.line, [f]) for f in _fabric_blocks(n)]
     if blocks or current:
         dumps.append((current, blocks))
     return dumps, nodes
+
+
+def _fabric_blocks(node: Node) -> list[Node]:
+    """The ``Fabric`` sections at or under ``node`` (a top-level node that is no GPU block)."""
+    if node.key == "Fabric" and node.children:
+        return [node]
+    return [f for child in node.children for f in _fabric_blocks(child)]
 
 
 def _version(value: str | None) -> str | None:
@@ -475,6 +518,10 @@ _CSV_FIELDS: dict[str, list[str]] = {
     "clock_sm_mhz": ["clocks.current.sm", "clocks.sm"], "clock_mem_mhz": ["clocks.current.memory", "clocks.mem"],
     "reset_required": ["reset_status.reset_required"],
     "drain_and_reset_recommended": ["reset_status.drain_and_reset_recommended"],
+    "fabric_state": ["fabric.state"], "fabric_status": ["fabric.status"],
+    "fabric_clique_id": ["fabric.cliqueId", "fabric.clique_id"],
+    "fabric_cluster_uuid": ["fabric.clusterUuid", "fabric.cluster_uuid"],
+    "fabric_health_summary": ["fabric.health.summary"],
 }  # fmt: skip
 # ``clocks_event_reasons.active`` (``clocks_throttle_reasons.active`` before 535) is NVML's bit mask
 # (nvml.h, nvmlClocksEventReason*); it names the reasons when their own columns were not queried.
@@ -492,6 +539,9 @@ _TABLE_GPU = re.compile(r"^[ \t]*\|[ \t]*(\d+)[ \t]+([^|\n]*?)[ \t]+(On|Off|TCC|
 _TABLE_STATE = re.compile(r"^[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]+(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|"
                           r"[ \t]*(\S+)[ \t]*/[ \t]*(\S+)[ \t]*\|[ \t]*(\S+)[ \t]+(\S+)[ \t]*\|")
 _Q_GPU = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", re.M)
+#: A ``-q`` Fabric block quoted without its GPU (``nvidia-smi -q | grep -A 4 Fabric``): the file opens with it,
+#: or with the command line and then it (the tail of a dump cut before its header is no such quote).
+_Q_FABRIC = re.compile(r"\A\s*(?:[^\n]*nvidia-smi[^\n]*\n)?[ \t]*Fabric[ \t]*\r?\n[ \t]+State[ \t]+: \S")
 _CTIME = re.compile(r"^\s*\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
 
 
@@ -577,7 +627,7 @@ def _mode(data: bytes) -> str:
 
 
 def _is_q_dump(text: str) -> bool:
-    return "==============NVSMI LOG==============" in text or bool(_Q_GPU.search(text))
+    return "==============NVSMI LOG==============" in text or bool(_Q_GPU.search(text)) or bool(_Q_FABRIC.search(text))
 
 
 def _csv_confidence(lines: list[str]) -> float:
@@ -680,6 +730,13 @@ def _failures(lines: list[str], *, seen: set[int]) -> list[Failure]:
     return out
 
 
+#: ``--query-gpu``'s fabric health fields (590+) and the item each is in ``-q``'s ``Fabric / Health`` block.
+_CSV_HEALTH = {"fabric.health.bandwidth": "Bandwidth", "fabric.health.route_recovery_in_progress": "Route Recovery in progress",
+               "fabric.health.route_unhealthy": "Route Unhealthy",
+               "fabric.health.access_timeout_recovery": "Access Timeout Recovery",
+               "fabric.health.incorrect_configuration": "Incorrect Configuration"}  # fmt: skip
+
+
 def _csv_gpu(sample: dict[str, Any]) -> dict[str, Any]:
     """A gpus row from one ``--query-gpu`` sample; bracketed values (``[N/A]``, ``[Unknown Error]``) are unknown."""
     known = {name: value for name, value in sample.items()
@@ -697,6 +754,8 @@ def _csv_gpu(sample: dict[str, Any]) -> dict[str, Any]:
             elif re.match(r"(?:NVIDIA|Tesla|GeForce|Quadro|TITAN|GRID) ", value):
                 row.setdefault("product", value)
     row["clocks_event_reasons"] = _csv_reasons(sample)
+    if health := [f"{_CSV_HEALTH[name]}: {sample[name].strip()}" for name in _CSV_HEALTH if name in sample]:
+        row["fabric_health"] = health  # as -q prints them (`Bandwidth: Full`), [N/A] kept as printed
     row["ts"] = known.get("timestamp")
     row["gpu"] = canonical_bdf(row.get("bus_id"))
     if lost := sum(value == "[GPU is lost]" for value in sample.values()):
@@ -796,6 +855,15 @@ def _events(rows: list[dict[str, Any]], failures: list[Failure], *, file: str, i
             text = f"nvidia-smi shows ERR! in {unreadable} fields of GPU {r['index']}" if "index" in r else (
                 f"[GPU is lost] in {unreadable} fields")  # fmt: skip
             emit("gpu.missing", "critical", "line", text, gpu_index=r.get("index"), unreadable=unreadable)
+        if problems := _fabric_problems(r):
+            column = next((f"fabric_{name}" for name, fine in _FABRIC_FINE.items()
+                           if r.get(f"fabric_{name}") not in (None, *fine)), "fabric_health")  # fmt: skip
+            summary = "fabric_health_summary" if r.get("fabric_health_summary") in _FABRIC_SUMMARY_BAD else "fabric_health"
+            emit("gpu.fabric", "warning" if column == "fabric_health" else "error",
+                 summary if column == "fabric_health" else column,
+                 f"NVLink fabric {'; '.join(problems)}", state=r.get("fabric_state"), status=r.get("fabric_status"),
+                 clique_id=r.get("fabric_clique_id"), cluster_uuid=r.get("fabric_cluster_uuid"),
+                 health_summary=r.get("fabric_health_summary"), health=r.get("fabric_health"))  # fmt: skip
         if r.get("reset_required") or r.get("drain_and_reset_recommended"):
             emit("gpu.reset_required", "error", "reset_required" if r.get("reset_required") else "drain_and_reset_recommended",
                  "reset required" if r.get("reset_required") else "drain and reset recommended",

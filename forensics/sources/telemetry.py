@@ -77,6 +77,7 @@ class Finding:
     ts: datetime | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     samples: list[int] = field(default_factory=list)  # the lines of the readings it was read from
+    pid: int | None = None  # the process it is about, when printed (a stack dump's thread)
 
 
 def number(text: str | None) -> float | None:
@@ -135,7 +136,7 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
     templates = iter(_templates([f.message for f in findings if f.kind == "other"]))
     events = events_table(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": f.line, "ts": f.ts,
-          "uptime_s": None, "kind": f.kind, "severity": f.severity, "gpu": f.gpu, "rank": None, "pid": None,
+          "uptime_s": None, "kind": f.kind, "severity": f.severity, "gpu": f.gpu, "rank": None, "pid": f.pid,
           "code": f.code, "message": f.message,
           "detail": json.dumps({"template": next(templates)} if f.kind == "other" else _detail(f, file),
                                ensure_ascii=False)}
