@@ -289,6 +289,9 @@ KINDS: frozenset[str] = frozenset(
         "bmc.gpu",  # added (issue 34, sources/sel.py): a BMC record about a GPU (a sensor named for one)
         # added (issue 34, data/telemetry_rules.toml): derived from a GPU's series
         "gpu.temp_rise", "gpu.power_drop", "gpu.util_drop",
+        # added (issue 35, forensics/versions.py): versions that cannot work together on a host, derived by
+        # the diagnosis from the versions the logs state
+        "env.version_conflict",
         "other", "unparsed",
     }
 )  # fmt: skip
