@@ -140,6 +140,26 @@ def test_conflicts_found_and_not_found(ds: forensics.store.OpenDataset) -> None:
     assert got == _expected()
 
 
+def test_a_conflict_is_driver_evidence_with_its_reasoning(ds: forensics.store.OpenDataset) -> None:
+    d = forensics.diagnose(ds).select("incident", "root_cause", "rule", "evidence")
+    rows = {r["incident"]: r for r in d.iter_rows(named=True)}
+    for incident, expected in _expected().items():
+        shown = [e for e in rows[incident]["evidence"] if e["kind"] == versions.KIND]
+        assert len(shown) == len(expected), incident
+        if expected:
+            assert rows[incident]["root_cause"] == "driver", incident
+    # the conflict with the error it explains: the toolkit's requirement against nvidia-smi's driver
+    testinfra = rows["drv-testinfra-4366-m60-525-container-requires-cuda-12-1-driver-too-old"]
+    assert testinfra["rule"] == "version-conflict-then-error"
+    (conflict,) = [e for e in testinfra["evidence"] if e["kind"] == versions.KIND]
+    assert conflict["role"] == "precursor" and conflict["line"] == 29
+    assert "requires CUDA 12.1" in conflict["message"] and "525.105.17" in conflict["message"]
+    assert "supports CUDA 12.0" in conflict["message"] and "console.log:10" in conflict["message"]
+    # alone, with no error line a rule reads: nvidia-docker 1.x's own comparison
+    alone = rows["drv-nvdocker-106-uvm-not-loaded-then-driver-cuda70-lt-image-75"]
+    assert (alone["root_cause"], alone["rule"]) == ("driver", "version-conflict")
+
+
 def test_the_events_alone_give_the_same_conflicts_but_those_of_nvidia_smi_dumps(ds: forensics.store.OpenDataset) -> None:
     """A dump's driver is in the ``gpus`` table: the events alone miss only the conflicts that need it."""
     with_gpus = versions.conflicts(versions.facts(ds.events, ds.gpus)).get_column("incident").to_list()
