@@ -302,6 +302,9 @@ KINDS: frozenset[str] = frozenset(
         # added (issue 35): a thread's stack and a fatal signal in a dump (sources/stacks.py), a full file
         # system (df), the NVLink fabric state of nvidia-smi -q
         "proc.stack", "proc.signal", "fs.full", "gpu.fabric",
+        # added (issue 35, forensics/versions.py): versions that cannot work together on a host, derived by
+        # the diagnosis from the versions the logs state
+        "env.version_conflict",
         "other", "unparsed",
     }
 )  # fmt: skip

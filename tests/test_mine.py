@@ -120,7 +120,6 @@ KNOWN_MISSES = {
     # blind batch 5 (corpus/BLIND.md), misses at the round's merged code (43f1160):
     "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",
     "drv-canvos-700-hgx-b200-ib-umad-not-loaded-fabricmanager-precheck": "driver: the FM start script's 'Kernel module ib_umad has not been loaded': no catalog row (FM is closed source)",
-    "drv-nvdocker-106-uvm-not-loaded-then-driver-cuda70-lt-image-75": "driver: nvidia-docker 1.x's 'Could not load UVM kernel module' / 'unsupported CUDA version: driver 7.0 < image 7.5': no row of nvidia-docker v1's own errors",
     "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
     "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
     "hang-dscourse-17-barrier-before-set-device-both-ranks-cuda0": "hang: a watchdog timeout re-wrapped over two lines without its 'Watchdog caught collective operation timeout' head",
@@ -497,7 +496,7 @@ def test_mine_command(synth_ds: forensics.store.OpenDataset) -> None:
     assert _run("mine", str(synth_ds.root), "--target", "gpu.xid:x") == (
         1, "Error: --target 'gpu.xid:x': expected KIND or KIND:CODE, for example gpu.xid:79\n")
     assert _run("mine", str(synth_ds.root), "--target", "no.such_kind") == (
-        1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, fs.*, "
+        1, "Error: --target 'no.such_kind': no such event kind; kinds are bmc.*, cpp.*, cuda.*, disk.*, env.*, fs.*, "
            "gpu.*, host.*, job.*, nccl.*, net.*, pcie.*, proc.*, py.*, svc.*, torch.*, train.*, other, unparsed\n")
     assert _run("mine", str(synth_ds.root), "--target", "gpu.offbus") == (
         1, "Error: --target 'gpu.offbus': no such event kind; did you mean gpu.off_bus?\n")

@@ -80,11 +80,13 @@ def _diagnose_all(source: Any, *, incident: str | None, incidents: list[str] | N
             return _diagnose(prepare(pl.LazyFrame(schema=source.events.collect_schema()), library), [], library)
         index, stale = signals.load(source, library, ids)
         columns = [c for c in source.events.collect_schema().names() if c not in ("uptime_s", "pid")]
+        gpus = source.parts("gpus")  # the nvidia-smi dumps' versions (forensics.versions)
 
         def from_events(g: list[str]) -> pl.DataFrame:
             # A chunk of incidents read whole and filtered in memory (with one file per incident, a
             # filter pushed into the scan costs more than it saves): memory is bounded by the chunk.
-            return select_rows(pl.scan_parquet([files[i] for i in g]).select(columns).collect(), library)
+            return select_rows(pl.scan_parquet([files[i] for i in g]).select(columns).collect(), library,
+                               gpus=pl.scan_parquet([gpus[i] for i in g]))  # fmt: skip
 
         jobs: list[tuple[list[str], Callable[[], pl.DataFrame]]] = [
             (g, partial(from_events, g)) for g in _chunks(stale, chunk)

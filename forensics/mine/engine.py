@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .. import messages
+from .. import messages, versions
 from ..schema import KINDS, SEVERITIES
 from .language import Follower, Library, Match, Rule
 
@@ -108,13 +108,18 @@ def _cheap_union(matches: list[Match]) -> pl.Expr:
     ])  # fmt: skip
 
 
-def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.DataFrame:
+def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
+                gpus: pl.LazyFrame | pl.DataFrame | None = None) -> pl.DataFrame:  # fmt: skip
     """The events some rule, follower or first-failure search can use, with the ``detail`` fields the
     rules read as columns ``_d_<key>`` instead of ``detail`` itself; and besides them (``extra`` true)
     the rows a message catalog reads (:mod:`forensics.messages`) and each incident's first
     :data:`LISTED` warnings and errors, which the diagnosis weighs and lists when no rule explains them.
     Every row carries its catalog reading (``catalog``, ``cat_cause``, ``cat_weight``, ``cat_role``;
     null without one).
+
+    The versions the selected rows state (and the ``nvidia-smi`` dumps of ``gpus``, the same incidents'
+    ``gpus`` rows) that cannot work together on a host are added as ``env.version_conflict`` rows
+    (:mod:`forensics.versions`).
 
     A LazyFrame is filtered by kind and catalog anchors in the scan; a DataFrame (a chunk already read)
     in memory."""
@@ -127,7 +132,12 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     said = pl.col("severity").is_in(["warning", "error", "critical"]) | (
         pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
     listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
-    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed).select(*_COLUMNS, "detail").collect()
+    # The rows that state a version are read in the same scan, for the version conflicts only.
+    selected = pl.col("kind").is_in(kinds) | read | listed
+    stated = pl.col("message").str.contains(versions.anchor()).fill_null(False)
+    p = events.lazy().filter(selected | stated).select(*_COLUMNS, "detail", _wanted=selected).collect()
+    conflicts = versions.conflicts(versions.facts(p, gpus))
+    p = p.filter("_wanted").drop("_wanted")
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
     readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
@@ -164,7 +174,12 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     )  # fmt: skip
     wanted = pl.concat([kept, read_rows, first]).unique()
     p = p.filter(pl.col("_i").is_in(wanted.implode()))
-    return p.with_columns(extra=~pl.col("_i").is_in(kept.implode())).drop("_i", "follower")
+    p = p.with_columns(extra=~pl.col("_i").is_in(kept.implode())).drop("_i", "follower")
+    # Versions that cannot work together on a host (forensics.versions) are events the rules read.
+    derived = conflicts.drop("detail").with_columns(source=pl.lit("versions"), gpu=pl.lit(None, pl.String),
+                                                    rank=pl.lit(None, pl.Int32), code=pl.lit(None, pl.Int64),
+                                                    extra=pl.lit(False))  # fmt: skip
+    return pl.concat([p, derived], how="diagonal_relaxed") if derived.height else p
 
 
 #: A message a logger or a terminal wrapped over several lines is read whole: an untyped or warning row no

@@ -32,7 +32,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import messages
+from .. import messages, versions
 from ..schema import EVENTS
 from ..store import Dataset, OpenDataset, _replacing
 from . import engine
@@ -48,10 +48,12 @@ CHUNK = 500
 
 def fingerprint(library: Library) -> str:
     """What the selection depends on: every predicate the library's rules and followers test, the
-    kinds they name, and the source of the engine that applies them."""
-    source = Path(engine.__file__).read_bytes() + Path(messages.__file__).read_bytes()
+    kinds they name, the message catalogs and version statements and tables, and the source of the engine
+    that applies them."""
+    source = b"".join(Path(m.__file__).read_bytes() for m in (engine, messages, versions))  # type: ignore[arg-type]
     text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA,
-                 messages.load().entries, messages.load().codes))
+                 messages.load().entries, messages.load().codes, versions.statements(), versions.cuda_releases(),
+                 versions.architectures()))
     return hashlib.blake2b(source + text.encode(), digest_size=8).hexdigest()
 
 
@@ -111,6 +113,7 @@ def refresh(root: str | Path, library: Library | None = None, *, workers: int = 
     if not todo and len(keep) == len(held):
         return {"kept": len(keep), "selected": 0, "rows": None}
     files = {r.id: str(store.part_path("events", r.key, r.digest)) for r in state.values()}
+    gpus = {r.id: str(store.part_path("gpus", r.key, r.digest)) for r in state.values()}
     columns = [*engine._COLUMNS, "detail"]
     empty = engine.select_rows(pl.from_arrow(EVENTS.empty_table()).select(columns), library)  # type: ignore[union-attr]
     kept = set(keep)
@@ -122,7 +125,8 @@ def refresh(root: str | Path, library: Library | None = None, *, workers: int = 
         fresh = [i for i in group if i not in kept]
         frames = [old.rows([i for i in group if i in kept])] if old is not None and len(fresh) < len(group) else []
         if fresh:
-            frames.append(engine.select_rows(pl.scan_parquet([files[i] for i in fresh]).select(columns).collect(), library))
+            frames.append(engine.select_rows(pl.scan_parquet([files[i] for i in fresh]).select(columns).collect(), library,
+                                             gpus=pl.scan_parquet([gpus[i] for i in fresh])))  # fmt: skip
         rows = pl.concat([f.cast(empty.schema) for f in frames]) if frames else empty  # type: ignore[arg-type]
         return rows.sort("incident", maintain_order=True).to_arrow()
 
