@@ -127,10 +127,15 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
     said = pl.col("severity").is_in(["warning", "error", "critical"]) | (
         pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
     listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
-    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed).select(*_COLUMNS, "detail").collect()
+    emitted = pl.any_horizontal([d.expr() for d in catalog.defaults]) if catalog.defaults else pl.lit(False)
+    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed | emitted).select(*_COLUMNS, "detail").collect()
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
     readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
+    # An emitter's error no row reads is still evidence of its layer: its catalog's default, a weak candidate.
+    unread = p.join(readings.select("_i"), on="_i", how="anti")
+    found = messages.default_frame(catalog, unread)
+    readings = pl.concat([readings, found.with_columns(_i=unread.get_column("_i").gather(found.get_column("i"))).drop("i")])
     # A generic kind (GENERIC: an `other` line, a bare traceback, "No space left on device") takes the kind of
     # the catalog row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a disk.
     # A reading that names no cause only says what an untyped line is (a bare "KeyError: …" is an exception);

@@ -51,7 +51,7 @@ def fingerprint(library: Library) -> str:
     kinds they name, and the source of the engine that applies them."""
     source = Path(engine.__file__).read_bytes() + Path(messages.__file__).read_bytes()
     text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA,
-                 messages.load().entries, messages.load().codes))
+                 messages.load().entries, messages.load().codes, messages.load().defaults))
     return hashlib.blake2b(source + text.encode(), digest_size=8).hexdigest()
 
 
