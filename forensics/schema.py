@@ -108,6 +108,8 @@ FILES = pa.schema(
         # added: the host the file was attributed to (ingest), and how sure sniffing was of its source
         pa.field("host", pa.string()),
         pa.field("confidence", pa.float64()),
+        # added: the families whose records the file holds (the `source` of its rows, sorted, comma-separated)
+        pa.field("families", pa.string()),
     ]
 )
 

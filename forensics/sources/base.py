@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..regex import ascii_classes
 from ..schema import EVENTS
@@ -37,6 +38,14 @@ class SourceResult:
     samples: pa.Table | None = None  # telemetry: one row per reading (schema.SAMPLES)
     year: int | None = None  # line-oriented logs: the year that dated year-less stamps (carried to the next chunk)
     host: str | None = None  # line-oriented logs: the host its first lines name most (rows of no interest too)
+
+
+def shift_lines(table: pa.Table, by: int) -> pa.Table:
+    """``table`` (rows with a ``line``) with its lines moved ``by`` on: a piece of a file numbered in the file."""
+    if not by or table.num_rows == 0:
+        return table
+    i = table.schema.get_field_index("line")
+    return table.set_column(i, table.schema.field(i), pc.add(table.column(i), by).cast(table.schema.field(i).type))
 
 
 def count_lines(data: bytes) -> int:

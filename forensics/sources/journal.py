@@ -465,7 +465,7 @@ def _with_boots(env: pl.DataFrame, lines: pl.Series) -> pl.DataFrame:
     notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
     ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
     # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
-    bare = env.get_column("msg").str.extract_groups(ascii_classes(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$"))
+    bare = env.get_column("msg").str.extract_groups(ascii_classes(envelope.BARE_IDENT))
     named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
     env = env.with_columns(
         boot=(starts - offset).clip(0), boot_id=boot_id,
