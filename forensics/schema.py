@@ -262,6 +262,7 @@ KINDS: frozenset[str] = frozenset(
         "torch.watchdog_timeout", "torch.heartbeat_timeout", "torch.nccl_error",
         "torch.watchdog_progress",  # added: "last enqueued / last completed NCCL work"
         "torch.collective_mismatch",  # added: TORCH_DISTRIBUTED_DEBUG's "Detected mismatch between collectives"
+        "nccl.coll_mismatch",  # added: derived by diagnosis: the ranks' COLL lines or watchdog timeouts disagree
         "job.killed",  # added: a worker or rank killed by a signal it did not send itself (SIGKILL)
         "cuda.illegal_address", "cuda.device_assert", "cuda.launch_failure", "cuda.ecc",
         "cuda.oom", "cuda.error",

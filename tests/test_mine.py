@@ -82,7 +82,6 @@ KNOWN_MISSES = {
     # blind batch 1 (corpus/BLIND.md), misses left after the catalogs:
     "gpuhw-bigscience-tr11-176b-gpu-crash-cuda-unknown-error": "gpu_hardware: 'CUDA error: unknown error' mid-run; the dead GPU is only in the operator's prose",
     "gpuhw-mineru-426-unspecified-launch-failure-card-swapped": "gpu_hardware: an unspecified launch failure reads as the code's; the swapped card is in the prose",
-    "hang-nccl-147-ddp-first-broadcast-count-mismatch": "hang: ranks' NCCL INFO Broadcast lines with different counts: no source compares collectives across ranks yet",
     "nvlink-nccl-1488-nvls-invalid-argument-fm-restart": "nvlink: a fabric manager restarted without a GPU reset; the corpus labels fabric-manager faults driver",
     "nvlink-nccltests-276-h200-nvls-cuda-999-fm-error": "nvlink: as nccl-1488 (fabric manager restart), one NVLS line only",
     "nvlink-nvdocker-1180-bridge-cuda-no-device-container": "nvlink: the NVLink bridge removed is in the prose; the log is a container start error",

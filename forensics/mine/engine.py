@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import messages
+from . import collectives
 from ..schema import KINDS, SEVERITIES
 from .language import Follower, Library, Match, Rule
 
@@ -128,7 +129,10 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library) -> pl.Dat
         pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
     listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
     emitted = pl.any_horizontal([d.expr() for d in catalog.defaults]) if catalog.defaults else pl.lit(False)
-    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed | emitted).select(*_COLUMNS, "detail").collect()
+    coll = pl.col("message").str.contains(collectives.ANCHOR).fill_null(False)
+    p = events.lazy().filter(pl.col("kind").is_in(kinds) | read | listed | emitted | coll).select(*_COLUMNS, "detail").collect()
+    # the ranks' collectives compared: a disagreement is a row of its own (NCCL's COLL lines are no evidence alone)
+    p = pl.concat([p, collectives.derived(p)]).filter(~coll | pl.col("kind").is_in(kinds) | read | listed | emitted)
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
     readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
