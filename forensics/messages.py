@@ -16,6 +16,13 @@ of that code's row: ``THCudaCheck FAIL … error=35`` reads as the insufficient 
 Xid that says ``caused by previous Xid 79`` as the GPU that fell off the bus. The names and the
 strings of the codes are searched too (a string only when it is long enough to be unambiguous).
 
+An emitter's error is evidence of its layer even when no row reads its wording: a catalog's
+``[catalog.default]`` says how its emitter is recognised on a line (the kinds the sources give its lines,
+and its own error envelope: the fabric manager's ``[ERROR] [tid N]``, klog's ``E0612 …  file.go:N]``,
+NCCL's ``NCCL WARN``) and the cause such a line points at. :func:`default_frame` reads the lines no row
+reads with it, as ``<emitter>.default`` in the role ``context`` (:data:`DEFAULT_ROLE`): a weak candidate that
+any row's reading beats.
+
 >>> c = load()
 >>> hit = c.best("RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version")
 >>> hit.cause, hit.code.name
@@ -41,6 +48,10 @@ from .regex import ascii_classes, for_python
 ROLES = ("initiating", "cascade", "teardown", "context")
 #: What a row's weight is worth by its role when it stands alone as the evidence of a cause.
 ROLE_FACTOR = {"initiating": 1.0, "context": 0.5, "cascade": 0.4, "teardown": 0.1}
+#: The role of an emitter's default reading (:class:`Default`): weak evidence, worth half its weight.
+DEFAULT_ROLE = "context"
+#: The severities of a typed line that an emitter's default reads (its envelope pattern carries its own).
+DEFAULT_SEVERITIES = ("warning", "error", "critical")
 #: The named group that carries each enum's number in a message pattern.
 ENUM_GROUPS = {"cuda_code": "cudaError_t", "cu_code": "CUresult", "nvml_code": "nvmlReturn_t",
                "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid"}  # fmt: skip
@@ -110,10 +121,45 @@ class Hit:
         return max((w for _, w in self.causes), default=0.0) * ROLE_FACTOR[self.role]
 
 
+@dataclass(frozen=True)
+class Default:
+    """How an emitter is recognised on a line, and the cause its error and warning lines point at when
+    no row of its catalog reads them (``[catalog.default]``)."""
+
+    emitter: str
+    causes: tuple[tuple[str, float], ...]
+    cite: str
+    #: the kinds the sources give the emitter's lines (a journal unit, NCCL's WARN records), read at
+    #: the severities of ``severities``
+    kinds: tuple[str, ...] = ()
+    severities: tuple[str, ...] = DEFAULT_SEVERITIES
+    #: the emitter's own error envelope on a line no source typed (Rust and Python syntax alike)
+    pattern: str = ""
+    example: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.emitter}.default"
+
+    @property
+    def weight(self) -> float:
+        return max((w for _, w in self.causes), default=0.0) * ROLE_FACTOR[DEFAULT_ROLE]
+
+    def expr(self) -> pl.Expr:
+        """The rows (``kind``, ``severity``, ``message``) this emitter's default reads."""
+        parts = []
+        if self.kinds:
+            parts.append(pl.col("kind").is_in(list(self.kinds)) & pl.col("severity").is_in(list(self.severities)))
+        if self.pattern:
+            parts.append(pl.col("message").str.contains(ascii_classes(self.pattern)))
+        return pl.any_horizontal(parts).fill_null(False) if parts else pl.lit(False)
+
+
 @dataclass(eq=False)
 class Catalog:
     entries: tuple[Entry, ...]
     codes: tuple[Code, ...]
+    defaults: tuple[Default, ...] = ()
     _by_number: dict[tuple[str, int], Code] = field(default_factory=dict, repr=False)
     _by_name: dict[str, Code] = field(default_factory=dict, repr=False)
     _by_string: dict[str, Code] = field(default_factory=dict, repr=False)
@@ -206,12 +252,16 @@ def _weaker(a: str, b: str) -> str:
     return min(a, b, key=lambda r: ROLE_FACTOR[r])
 
 
+#: The columns of a reading of a column of messages (``i``: the message's position).
+READING = {"i": pl.UInt32, "catalog": pl.String, "cat_kind": pl.String, "cat_cause": pl.String,
+           "cat_weight": pl.Float64, "cat_role": pl.String}  # fmt: skip
+
+
 def frame(catalog: Catalog, messages: pl.Series) -> pl.DataFrame:
     """The best reading of each message: ``i`` (its position), ``catalog`` (the row's id), ``cat_kind``,
     ``cat_cause``, ``cat_weight`` (weight × role factor), ``cat_role``; messages with no reading are left
     out. One vectorized pass of :meth:`Catalog.anchors` finds the messages to read in Python."""
-    schema = {"i": pl.UInt32, "catalog": pl.String, "cat_kind": pl.String, "cat_cause": pl.String,
-              "cat_weight": pl.Float64, "cat_role": pl.String}  # fmt: skip
+    schema = READING
     if messages.len() == 0:
         return pl.DataFrame(schema=schema)
     col = messages.cast(pl.String).fill_null("")
@@ -227,6 +277,27 @@ def frame(catalog: Catalog, messages: pl.Series) -> pl.DataFrame:
     read = pl.DataFrame(readings, schema={"message": pl.String, **{k: v for k, v in schema.items() if k != "i"}},
                         orient="row")  # fmt: skip
     return found.join(read, on="message", how="inner").sort("i").select(*schema).cast(schema)  # type: ignore[arg-type]
+
+
+def default_frame(catalog: Catalog, rows: pl.DataFrame) -> pl.DataFrame:
+    """The emitters' default readings of ``rows`` (``kind``, ``severity``, ``message``), in the schema of
+    :func:`frame`: each row an emitter's default reads (the first catalog's, in file order), its
+    ``cat_kind`` null (the line keeps the kind its source gave it). Give it only the rows no catalog row
+    reads: a row's reading always beats the emitter's default."""
+    schema = READING
+    if rows.height == 0 or not catalog.defaults:
+        return pl.DataFrame(schema=schema)
+    which = pl.lit(None, dtype=pl.UInt32)
+    for n, d in reversed(list(enumerate(catalog.defaults))):  # the first default that reads a row wins
+        which = pl.when(d.expr()).then(pl.lit(n, dtype=pl.UInt32)).otherwise(which)
+    found = rows.select(which.alias("d")).with_row_index("i").drop_nulls("d")
+    table = pl.DataFrame(
+        [(n, d.id, max(d.causes, key=lambda c: c[1])[0] if d.causes else None, round(d.weight, 4)) for n, d in
+         enumerate(catalog.defaults)],
+        schema={"d": pl.UInt32, "catalog": pl.String, "cat_cause": pl.String, "cat_weight": pl.Float64}, orient="row",
+    )  # fmt: skip
+    out = found.join(table, on="d").sort("i").with_columns(cat_kind=pl.lit(None, pl.String), cat_role=pl.lit(DEFAULT_ROLE))
+    return out.select(*schema).cast(schema)  # type: ignore[arg-type]
 
 
 def _causes(value: object) -> tuple[tuple[str, float], ...]:
@@ -248,10 +319,16 @@ def _data_files(suffix: str) -> list[tuple[str, str]]:
 @cache
 def load() -> Catalog:
     """Every catalog and code table shipped in ``forensics/data/messages``."""
-    entries = []
+    entries, defaults = [], []
     for name, text in _data_files(".toml"):
         doc = tomllib.loads(text)
         emitter = doc.get("catalog", {}).get("emitter", name.removesuffix(".toml"))
+        if (d := doc.get("catalog", {}).get("default")) is not None:
+            defaults.append(Default(
+                emitter=emitter, causes=_causes(d.get("causes", {})), cite=d.get("cite", ""),
+                kinds=tuple(d.get("kinds", ())), severities=tuple(d.get("severities", DEFAULT_SEVERITIES)),
+                pattern=d.get("pattern", ""), example=d.get("example", ""),
+            ))  # fmt: skip
         for m in doc.get("message", []):
             entries.append(Entry(
                 id=m["id"], emitter=emitter, pattern=_scoped(m["pattern"]), kind=m.get("kind", "other"),
@@ -268,7 +345,7 @@ def load() -> Catalog:
                 causes=_causes(r.get("causes")), role=r.get("role") or "initiating", cite=r.get("cite") or "",
                 since=r.get("since") or "", until=r.get("until") or "",
             ))  # fmt: skip
-    return Catalog(tuple(entries), tuple(codes))
+    return Catalog(tuple(entries), tuple(codes), tuple(defaults))
 
 
 def _code_entries(codes: tuple[Code, ...]) -> tuple[Entry, ...]:

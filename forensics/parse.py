@@ -14,7 +14,7 @@ from . import sources
 from .errors import InputError
 from .schema import FILES, GPUS, METRICS, SAMPLES
 from .sources import joblog, journal, kernel, nvsmi
-from .sources.base import SourceResult, count_lines, events_table
+from .sources.base import SourceResult, count_lines, events_table, shift_lines
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -158,11 +158,7 @@ def _cut(data: bytes, lines: int) -> tuple[bytes, bytes]:
 
 def _joined(first: SourceResult, after: Parsed, *, offset: int) -> SourceResult:
     """The rows of a file's first family and of the output after it (its line numbers shifted)."""
-    def shifted(t: pa.Table) -> pa.Table:
-        i = t.schema.get_field_index("line")
-        return t.set_column(i, t.schema.field(i), pc.add(t.column("line"), offset).cast(t.schema.field(i).type))
-
-    events, metrics, samples = shifted(after.events), shifted(after.metrics), shifted(after.samples)
+    events, metrics, samples = (shift_lines(t, offset) for t in (after.events, after.metrics, after.samples))
     f = after.files.to_pylist()[0]
     return SourceResult(
         pa.concat_tables([first.events, events]), lines=first.lines + f["lines"], records=first.records + f["records"],
@@ -204,15 +200,26 @@ def binary_share(data: bytes) -> float:
 _CONTROL = bytes([*range(1, 9), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])  # not \t\n\v\f\r or ESC
 
 
+def families(events: pa.Table) -> str | None:
+    """The families whose records ``events`` (one file's rows) hold: their ``source``, sorted, comma-separated.
+
+    >>> families(pa.table({"source": ["torch", "kernel", "torch"]}))
+    'kernel,torch'
+    """
+    found = sorted({s for s in events.column("source").unique().to_pylist() if s})
+    return ",".join(found) or None
+
+
 def _files_row(result: SourceResult, *, incident: str, file: str, source: str | None, size: int,
-               confidence: float | None = None) -> pa.Table:  # fmt: skip
+               confidence: float | None = None, read_by: str | None = None) -> pa.Table:  # fmt: skip
     error = result.error
     if result.invalid_utf8_lines:
         note = f"{result.invalid_utf8_lines} line(s) not valid UTF-8, kept with \\x escapes"
         error = f"{error}; {note}" if error else note
     row = {"incident": incident, "file": file, "source": source, "bytes": size, "lines": result.lines,
            "records": result.records, "unparsed": result.unparsed, "error": error, "host": result.host,
-           "confidence": None if confidence is None else round(confidence, 3)}  # fmt: skip
+           "confidence": None if confidence is None else round(confidence, 3),
+           "families": read_by if read_by is not None else families(result.events)}  # fmt: skip
     return pa.Table.from_pylist([row], schema=FILES)
 
 
@@ -256,7 +263,9 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
             chunks = joblog.iter_parse(stream.read, source=chosen, **options)  # type: ignore[arg-type]
         records = unparsed = 0
         last: SourceResult | None = None
+        read_by: set[str] = set()
         for chunk in chunks:
+            read_by.update((families(chunk.events) or "").split(","))
             records += chunk.records
             unparsed += chunk.unparsed
             last = chunk
@@ -268,7 +277,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
                          error=last.error if last else None, invalid_utf8_lines=last.invalid_utf8_lines if last else 0,
                          host=last.host if last else None)  # fmt: skip
     files = _files_row(total, incident=incident, file=name, source=chosen, size=p.stat().st_size,
-                       confidence=confidence)
+                       confidence=confidence, read_by=",".join(sorted(read_by - {""})) or None)
     yield Parsed(events=events_table([]), files=files, source=chosen, gpus=GPUS.empty_table(), confidence=confidence)
 
 

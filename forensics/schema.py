@@ -115,6 +115,8 @@ FILES = pa.schema(
         # added: the host the file was attributed to (ingest), and how sure sniffing was of its source
         pa.field("host", pa.string()),
         pa.field("confidence", pa.float64()),
+        # added: the families whose records the file holds (the `source` of its rows, sorted, comma-separated)
+        pa.field("families", pa.string()),
     ]
 )
 
@@ -270,6 +272,7 @@ KINDS: frozenset[str] = frozenset(
         "torch.watchdog_timeout", "torch.heartbeat_timeout", "torch.nccl_error",
         "torch.watchdog_progress",  # added: "last enqueued / last completed NCCL work"
         "torch.collective_mismatch",  # added: TORCH_DISTRIBUTED_DEBUG's "Detected mismatch between collectives"
+        "nccl.coll_mismatch",  # added: derived by diagnosis: the ranks' COLL lines or watchdog timeouts disagree
         "job.killed",  # added: a worker or rank killed by a signal it did not send itself (SIGKILL)
         "cuda.illegal_address", "cuda.device_assert", "cuda.launch_failure", "cuda.ecc",
         "cuda.oom", "cuda.error",

@@ -42,7 +42,7 @@ def test_other_tables() -> None:
     assert schema.METRICS.names == ["incident", "host", "rank", "file", "line", "ts", "step", "name", "value"]
     # DESIGN.md's columns in its order, then the ones this project added
     assert schema.FILES.names == ["incident", "file", "source", "bytes", "lines", "records", "unparsed", "error",
-                                  "host", "confidence"]  # fmt: skip
+                                  "host", "confidence", "families"]  # fmt: skip
     assert schema.INCIDENTS.names[:4] == ["incident", "hosts", "first_ts", "last_ts"]
     for name in ("gpu", "uuid", "serial", "pcie_gen_current", "pcie_width_max", "remapped_rows_pending",
                  "retired_pages_dbe", "ecc_volatile_uncorrected", "temp_gpu_c", "power_draw_w"):  # fmt: skip

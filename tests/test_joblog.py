@@ -472,3 +472,52 @@ def test_a_stack_dump_pasted_after_a_job_log_is_read_by_the_stacks_source(dump: 
     own = [(r["line"], r["kind"], json.loads(r["detail"]).get("state"), json.loads(r["detail"]).get("signal"))
            for r in stacks.parse(text, file="x").events.to_pylist() if r["kind"] != "other"]  # fmt: skip
     assert dump_rows == own and own
+
+
+# ---------------------------------------------------------------------------------------- one file, every family
+
+_MIX_KERNEL = GOLDEN / "kernel/dmesg-T-xid119-gsp-rpc-timeout-01.log"
+_MIX_JOB = GOLDEN / "torch/torch-device-side-assert-rank-prefixed-then-loss-cu-nll-assert-01.log"
+
+
+def _said_rows(data: bytes, *, all_lines: bool, shift: dict[int, int] | None = None) -> pl.DataFrame:
+    """The rows of ``data`` that say something (blank lines are no family's), their lines moved by ``shift``
+    (lines from a key on move by its value)."""
+    rows = pl.from_arrow(forensics.parse_bytes(data, file="f", all_lines=all_lines).events)
+    for at, by in (shift or {}).items():
+        rows = rows.with_columns(line=pl.when(pl.col("line") >= at).then(pl.col("line") + by).otherwise("line"))
+    return rows.filter(pl.col("message").str.strip_chars() != "").select(
+        "source", "line", "kind", "code", "severity", "rank", "message").sort("line")  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("all_lines", [False, True])
+def test_a_kernel_log_holding_a_job_s_traceback_is_read_by_both_families(all_lines: bool) -> None:
+    """A rank's traceback (a real one) pasted between the lines of a real ``dmesg -T``: the file is
+    still the kernel's, and each part gives the rows it gives alone, numbered in the whole file; the
+    kernel's Xid record does not swallow the traceback, nor the job the kernel's lines."""
+    kern, job = _MIX_KERNEL.read_bytes(), _MIX_JOB.read_bytes()
+    lines = kern.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if b"Xid" in line][1]  # before the second Xid record
+    head = b"".join(lines[:at])
+    mixed = head + job + kern[len(head):]
+    parsed = forensics.parse_bytes(mixed, file="f", all_lines=all_lines)
+    assert parsed.source == "kernel" and parsed.files.column("lines")[0].as_py() == mixed.count(b"\n")
+    n = job.count(b"\n")
+    alone = pl.concat([_said_rows(kern, all_lines=all_lines, shift={at + 1: n}),
+                       _said_rows(job, all_lines=all_lines, shift={1: at})])  # fmt: skip
+    got = _said_rows(mixed, all_lines=all_lines)
+    assert got.equals(alone.sort("line")), (got, alone)
+    assert parsed.files.column("families")[0].as_py() == "kernel,torch"
+
+
+def test_a_job_log_holding_kernel_lines_is_read_by_both_families() -> None:
+    """The reverse: the same real lines with the job's first, sniffed as the job's output; the kernel's
+    Xid lines are still kernel rows."""
+    kern, job = _MIX_KERNEL.read_bytes(), _MIX_JOB.read_bytes()
+    xid = b"".join(line for line in kern.splitlines(keepends=True) if b"Xid" in line)
+    parsed = forensics.parse_bytes(job + xid, file="f", all_lines=True)
+    assert parsed.source == "torch"
+    rows = pl.from_arrow(parsed.events)
+    xids = rows.filter(pl.col("kind") == "gpu.xid")
+    assert xids.height == xid.count(b"\n") and set(xids.get_column("source")) == {"kernel"}
+    assert "cuda.device_assert" in rows.get_column("kind").to_list()

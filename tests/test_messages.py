@@ -19,6 +19,7 @@ from forensics.schema import KINDS
 
 CATALOG = messages.load()
 ROOT = Path(__file__).parents[1]
+GOLDEN = ROOT / "tests/golden"
 ENTRIES = {e.id: e for e in CATALOG.entries}
 
 
@@ -291,3 +292,53 @@ def test_a_message_wrapped_over_lines_is_read_whole(tmp_path: Path) -> None:
     assert (d["root_cause"], d["rule"]) == ("container_runtime", "catalog:pytorch.dataloader_killed_bus_error")
     lines = sorted(e["line"] for e in d["evidence"])
     assert 2 in lines and 5 not in lines
+
+
+# ---------------------------------------------------------------------------------------- emitters' defaults
+
+DEFAULTS = {d.id: d for d in CATALOG.defaults}
+
+
+@pytest.mark.parametrize("default_id", sorted(DEFAULTS))
+def test_an_emitter_s_default_is_cited_and_reads_its_envelope(default_id: str) -> None:
+    """Each ``[catalog.default]``: a weak cause, cited, and its recognition reads its example (a typed line
+    at error severity when the emitter is recognised by the kind its source gives it)."""
+    d = DEFAULTS[default_id]
+    assert d.causes and all(c in CAUSES and 0 < w <= 0.5 for c, w in d.causes), d.causes
+    assert d.cite and d.example and (d.kinds or d.pattern)
+    assert set(d.kinds) <= KINDS and set(d.severities) <= {"warning", "error", "critical"}
+    row = {"kind": d.kinds[0] if d.kinds else "other", "severity": "error" if d.kinds else "info", "message": d.example}
+    assert pl.DataFrame([row]).select(d.expr()).item()
+    re.compile(for_python(ascii_classes(d.pattern)))
+    other = {"kind": "other", "severity": "error", "message": "usb 1-1: new high-speed USB device number 2"}
+    assert not pl.DataFrame([other]).select(d.expr()).item()
+
+
+def test_a_row_s_reading_beats_the_emitter_s_default() -> None:
+    """The fabric manager's lines as gpud documents them (a row reads the fatal NVSwitch error) and as
+    pytorch/ci-infra#552 pasted them (no row reads them): the row wins where it reads, the emitter's default
+    (nvlink, role context) reads the others; a line of no emitter gets nothing."""
+    fatal = ("[Jul 23 2024 07:53:55] [ERROR] [tid 841] detected NVSwitch fatal error 20034 on fid 0 on NVSwitch pci "
+             "bus id 00000000:86:00.0 physical id 3 port 33")
+    lines = (ROOT / "corpus/nvlink-pytorchciinfra-552-h100-fm-cloudinit-race-config-error-8/node-a/fabricmanager.log")
+    pasted = lines.read_text().splitlines()
+    rows = [{"kind": "other", "severity": "info", "message": m} for m in [fatal, *pasted, "usb 1-1: new device"]]
+    frame = pl.DataFrame(rows)
+    read = messages.frame(CATALOG, frame.get_column("message"))
+    assert read.get_column("i").to_list() == [0] and read.item(0, "catalog") == "fabricmanager.nvswitch_fatal_error"
+    unread = frame.with_row_index("_i").filter(~pl.col("_i").is_in(read.get_column("i").implode()))
+    defaults = messages.default_frame(CATALOG, unread)
+    named = [n for n, m in enumerate(pasted) if "fabric manager" in m.lower()]
+    assert defaults.get_column("i").to_list() == named and len(named) >= 2
+    assert set(defaults.get_column("catalog")) == {"fabricmanager.default"}
+    assert set(defaults.get_column("cat_cause")) == {"nvlink"} and set(defaults.get_column("cat_role")) == {"context"}
+
+
+def test_an_emitter_s_typed_error_is_read_by_its_kind(tmp_path: Path) -> None:
+    """A journal's service line is recognised by the kind its unit gives it: the kubelet's klog E lines of
+    k8s-device-plugin#306, cut by the pager so no row reads them, are the container layer (a weak candidate,
+    named ``catalog:kubernetes.default``)."""
+    log = GOLDEN / "journal/journal-r-kubelet-logs-begin-ist-pager-truncated-01.log"
+    d = _diagnose_files(tmp_path, {"n/journal.txt": log})
+    assert (d["root_cause"], d["rule"]) == ("container_runtime", "catalog:kubernetes.default")
+    assert d["confidence"] < 0.3

@@ -89,7 +89,6 @@ KNOWN_MISSES = {
     # blind batch 1 (corpus/BLIND.md), misses left after the catalogs:
     "gpuhw-bigscience-tr11-176b-gpu-crash-cuda-unknown-error": "gpu_hardware: 'CUDA error: unknown error' mid-run; the dead GPU is only in the operator's prose",
     "gpuhw-mineru-426-unspecified-launch-failure-card-swapped": "gpu_hardware: an unspecified launch failure reads as the code's; the swapped card is in the prose",
-    "hang-nccl-147-ddp-first-broadcast-count-mismatch": "hang: ranks' NCCL INFO Broadcast lines with different counts: no source compares collectives across ranks yet",
     "nvlink-nccl-1488-nvls-invalid-argument-fm-restart": "nvlink: a fabric manager restarted without a GPU reset; the corpus labels fabric-manager faults driver",
     "nvlink-nccltests-276-h200-nvls-cuda-999-fm-error": "nvlink: as nccl-1488 (fabric manager restart), one NVLS line only",
     "nvlink-nvdocker-1180-bridge-cuda-no-device-container": "nvlink: the NVLink bridge removed is in the prose; the log is a container start error",
@@ -115,7 +114,6 @@ KNOWN_MISSES = {
     "gpuhw-bigscience-tr11-176b-slow-gpu-5pct-throughput-drop-replaced": "gpu_hardware: a Megatron interval printed without its lm loss reads as NaN; the slow GPU shows only in throughput",
     "drv-testinfra-3967-a10g-525-89-nvidia-smi-err-gpu-crashed": "driver: nvidia-smi's ERR! reads as a lost GPU; the driver upgrade is the maintainers' response, not a diagnosis",
     "num-bigscience-tr8-104b-exp1-exp2-loss-divergence-end-of-lr-warmup": "numerical: the loss climbs 6.4 -> 10.2 over five intervals; no interval reaches 1.5x the level before it",
-    "nvlink-pytorchciinfra-552-h100-fm-cloudinit-race-config-error-8": "nvlink: the fabric manager's 'config error type 8': no catalog row (FM is closed source)",
     "storage-pytorchciinfra-907-hf-cache-rclone-oomkill-fuse-sigbus": "storage: a FUSE mount's rclone OOM-killed, the job's SIGBUS (-7): no row ties SIGBUS to a mount",
     # blind batch 5 (corpus/BLIND.md), misses at the round's merged code (43f1160):
     "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",

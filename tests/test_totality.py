@@ -61,6 +61,17 @@ def test_shuffled_real_lines(lines: list[str], newline: str) -> None:
     _check_partition(newline.join(lines).encode("utf-8", "surrogatepass"))
 
 
+JOB_LINES = [line for source in ("torch", "nccl") for case in golden_cases(source)
+             for line in case.read_text("utf-8", "replace").splitlines()[:30]]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(SAMPLE_LINES), st.sampled_from(JOB_LINES)), max_size=40))
+def test_kernel_lines_and_job_lines_shuffled(lines: list[str]) -> None:
+    """A kernel log holding a job's lines: the job families read theirs, the records still tile the file."""
+    _check_partition("\n".join(lines).encode("utf-8", "surrogatepass"))
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(SAMPLE_LINES), min_size=1, max_size=30), st.integers(0, 400))
 def test_truncated_real_logs(lines: list[str], cut: int) -> None:
@@ -73,7 +84,7 @@ def test_empty_file() -> None:
     assert parsed.events.num_rows == 0
     assert parsed.files.to_pylist() == [
         {"incident": "", "file": "empty.log", "source": None, "bytes": 0, "lines": 0, "records": 0,
-         "unparsed": 0, "error": None, "host": None, "confidence": 0.0}
+         "unparsed": 0, "error": None, "host": None, "confidence": 0.0, "families": None}
     ]  # fmt: skip
 
 

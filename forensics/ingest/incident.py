@@ -24,7 +24,7 @@ import pyarrow as pa
 from ..parse import Parsed, count_lines, iter_parse_path, parse_bytes
 from .. import sources
 from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS, SAMPLES
-from ..sources.base import to_schema
+from ..sources.base import shift_lines, to_schema
 from . import align, bugreport, discover
 from .archive import Limits
 from .discover import CONFIG, IncidentRef, Item
@@ -106,7 +106,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
             facts.append({"file": m.path, **align.information_facts(m.data.decode("utf-8", "replace"))})
         if m.data is None or not item.parse:
             lines = sum(count_lines(b) for b in m.blocks()) if m.fs_path else count_lines(m.data or b"")
-            files.append(_file_row(m.path, None, max(m.nbytes, 0), lines, 0, 0, m.error, None, item))
+            files.append(_file_row(m.path, None, max(m.nbytes, 0), lines, 0, 0, m.error, None, item, None))
             continue
         if m.fs_path is not None:  # a big file: read in chunks, its records of interest (memory stays bounded)
             parsed = _streamed(m.fs_path, m.path)
@@ -115,12 +115,12 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         row = parsed.files.to_pylist()[0]
         error = "; ".join(e for e in (m.error, row["error"]) if e) or None
         files.append(_file_row(m.path, row["source"], row["bytes"], row["lines"], row["records"], row["unparsed"],
-                               error, row["confidence"], item))  # fmt: skip
+                               error, row["confidence"], item, row["families"]))  # fmt: skip
         shift = item.first_line - 1
-        events.append(_shift(parsed.events, shift))
-        gpus.append(_shift(parsed.gpus, shift))
-        metrics.append(_shift(parsed.metrics, shift))
-        samples.append(_shift(parsed.samples, shift))
+        events.append(shift_lines(parsed.events, shift))
+        gpus.append(shift_lines(parsed.gpus, shift))
+        metrics.append(shift_lines(parsed.metrics, shift))
+        samples.append(shift_lines(parsed.samples, shift))
     for f in files:  # a sosreport without a hostname file: the host in its folder's name
         container = f["container"]
         if container is not None and container not in container_hosts and not container.endswith((".log", ".gz")):
@@ -205,23 +205,15 @@ def _streamed(fs_path: str, name: str) -> Parsed:
 _FILE_COLUMNS = {
     "incident": pl.String, "file": pl.String, "source": pl.String, "bytes": pl.Int64, "lines": pl.Int64,
     "records": pl.Int64, "unparsed": pl.Int64, "error": pl.String, "host": pl.String, "confidence": pl.Float64,
-    "container": pl.String,
+    "families": pl.String, "container": pl.String,
 }  # fmt: skip
 
 
 def _file_row(path: str, source: str | None, size: int, lines: int, records: int, unparsed: int,
-              error: str | None, confidence: float | None, item: Item) -> dict[str, Any]:  # fmt: skip
+              error: str | None, confidence: float | None, item: Item, read_by: str | None) -> dict[str, Any]:  # fmt: skip
     return {"incident": "", "file": path, "source": source, "bytes": size, "lines": lines, "records": records,
-            "unparsed": unparsed, "error": error, "host": None, "confidence": confidence, "container": item.container}  # fmt: skip
-
-
-def _shift(table: pa.Table, by: int) -> pa.Table:
-    if not by or table.num_rows == 0:
-        return table
-    import pyarrow.compute as pc
-
-    i = table.schema.get_field_index("line")
-    return table.set_column(i, table.schema.field(i), pc.add(table.column(i), pa.scalar(by, pa.int64())))
+            "unparsed": unparsed, "error": error, "host": None, "confidence": confidence, "families": read_by,
+            "container": item.container}  # fmt: skip
 
 
 def _frame(tables: list[pa.Table], schema: pa.Schema) -> pl.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import messages, versions
+from . import collectives
 from ..schema import KINDS, SEVERITIES
 from .language import Follower, Library, Match, Rule
 
@@ -132,15 +133,24 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
     said = pl.col("severity").is_in(["warning", "error", "critical"]) | (
         pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
     listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
-    # The rows that state a version are read in the same scan, for the version conflicts only.
-    selected = pl.col("kind").is_in(kinds) | read | listed
+    emitted = pl.any_horizontal([d.expr() for d in catalog.defaults]) if catalog.defaults else pl.lit(False)
+    coll = pl.col("message").str.contains(collectives.ANCHOR).fill_null(False)
+    selected = pl.col("kind").is_in(kinds) | read | listed | emitted
+    # The rows that state a version are read in the same scan, for the version conflicts only; the ranks'
+    # collectives (NCCL's COLL lines) for their comparison only.
     stated = pl.col("message").str.contains(versions.anchor()).fill_null(False)
-    p = events.lazy().filter(selected | stated).select(*_COLUMNS, "detail", _wanted=selected).collect()
-    conflicts = versions.conflicts(versions.facts(p, gpus))
-    p = p.filter("_wanted").drop("_wanted")
+    p = events.lazy().filter(selected | stated | coll).select(*_COLUMNS, "detail", _wanted=selected).collect()
+    scanned = p.drop("_wanted")
+    conflicts = versions.conflicts(versions.facts(scanned, gpus))
+    # the ranks' collectives compared: a disagreement is a row of its own (the COLL lines are no evidence alone)
+    p = pl.concat([p.filter("_wanted").drop("_wanted"), collectives.derived(scanned)])
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
     readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
+    # An emitter's error no row reads is still evidence of its layer: its catalog's default, a weak candidate.
+    unread = p.join(readings.select("_i"), on="_i", how="anti")
+    found = messages.default_frame(catalog, unread)
+    readings = pl.concat([readings, found.with_columns(_i=unread.get_column("_i").gather(found.get_column("i"))).drop("i")])
     # A generic kind (GENERIC: an `other` line, a bare traceback, "No space left on device") takes the kind of
     # the catalog row that reads its message: NCCL's failed posix_fallocate is its shared memory, not a disk.
     # A reading that names no cause only says what an untyped line is (a bare "KeyError: …" is an exception);

@@ -53,7 +53,7 @@ def fingerprint(library: Library) -> str:
     source = b"".join(Path(m.__file__).read_bytes() for m in (engine, messages, versions))  # type: ignore[arg-type]
     text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA,
                  messages.load().entries, messages.load().codes, versions.statements(), versions.cuda_releases(),
-                 versions.architectures()))
+                 versions.architectures(), messages.load().defaults))
     return hashlib.blake2b(source + text.encode(), digest_size=8).hexdigest()
 
 

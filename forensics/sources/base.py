@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..regex import ascii_classes
 from ..schema import EVENTS
@@ -38,6 +39,14 @@ class SourceResult:
     year: int | None = None  # line-oriented logs: the year of the last year-less stamp (carried to the next chunk)
     month: int | None = None  # and its month: a New Year crossed between two chunks is followed
     host: str | None = None  # line-oriented logs: the host its first lines name most (rows of no interest too)
+
+
+def shift_lines(table: pa.Table, by: int) -> pa.Table:
+    """``table`` (rows with a ``line``) with its lines moved ``by`` on: a piece of a file numbered in the file."""
+    if not by or table.num_rows == 0:
+        return table
+    i = table.schema.get_field_index("line")
+    return table.set_column(i, table.schema.field(i), pc.add(table.column(i), by).cast(table.schema.field(i).type))
 
 
 def count_lines(data: bytes) -> int:

@@ -80,6 +80,8 @@ _STAMPED = ascii_classes(r"^(?P<env>" + _STAMP + "?" + _AFTER_STAMP + r")")
 _PREFIX_GROUPS = tuple(sorted(re.compile(for_python(ENVELOPE)).groupindex.keys() - re.compile(for_python(_STAMPED)).groupindex.keys()))
 
 #: After a syslog-style stamp: ``[host] ident[pid]: [uptime] [caller]``.
+#: A line whose time and host were cut off still names its program: "nv-fabricmanager[3228]: …".
+BARE_IDENT = r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$"
 SYSLOG_HEAD = ascii_classes(
     r"^(?P<head> *(?:(?P<host>[^\s:\[\]]+) +)?(?P<ident>[^\s:\[\]]+)(?:\[(?P<ipid>\d+)\])?: "
     r"(?:\[ *(?P<kup>\d+\.\d+)\] ?)?(?:\[ *(?P<kcaller>[TC]\d+)\] ?)?)"

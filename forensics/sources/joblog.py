@@ -755,6 +755,47 @@ def _torch_sniff() -> str:
     return _SNIFF["torch"] + "|" + TORCH.grammar.anchor_regex("cuda.error")
 
 
+#: The launchers' rank prefixes (torchrun's ``[rank3]:``, mpirun's ``[1,3]<stderr>:``): the kernel never prints them.
+_RANKED = r"\[rank\d+\]:|\[\d+,\d+\]<std(?:out|err)>:"
+
+
+@cache
+def _loose() -> str:
+    """What a job family's line holds somewhere in it: the sniffing patterns without their line anchors,
+    and the rank prefixes. A cheap first test on every line of a big log, before any is peeled."""
+    parts = (_SNIFF["nccl"], _SNIFF["torch"], _RANKED)
+    return "|".join(re.sub(r"(^|\|)\^", r"\1", p) for p in parts)
+
+
+def job_lines(lines: pl.Series) -> pl.Series:
+    """Whether each of ``lines`` is a job family's, as sniffing reads a line (NCCL's, PyTorch's own, one
+    behind a launcher's rank prefix) and that no kernel envelope stamps, no kernel family flags and that
+    names no program as a journal line does: the records of a job's output pasted into a kernel log or a
+    journal export. (A bare CUDA error string is not enough here: daemons print them too.)
+
+    >>> job_lines(pl.Series(["[  12.3] usb 1-1: new device", "[rank0]: RuntimeError: boom",
+    ...                      "node1:12:34 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"])).to_list()
+    [False, True, True]
+    """
+    out = pl.Series(values=[False] * lines.len(), dtype=pl.Boolean)
+    quick = lines.fill_null("").str.contains(_loose())
+    if not quick.any():
+        return out
+    at = quick.arg_true()
+    some = lines.gather(at)
+    env = envelope.split(some)
+    peeled = prefix.peeled(some)
+    msg = pl.col("msg")
+    said = peeled.select(
+        (pl.col("rank").is_not_null() | (pl.col("logger") == "nccl") | msg.str.contains(_SNIFF["nccl"])
+         | msg.str.contains(_SNIFF["torch"])).fill_null(False)
+    ).to_series()  # fmt: skip
+    # (a line that names its program, "nv-fabricmanager[3228]: …", is the journal's, cut off its stamp)
+    kernel_said = env.select(pl.col("stamped") | pl.col("msg").str.contains(kernel.KERNEL.prefilter())
+                             | pl.col("msg").str.contains(ascii_classes(envelope.BARE_IDENT))).to_series()
+    return out.scatter(at.filter(said & ~kernel_said.fill_null(False)), True)
+
+
 def sniff_scores(head: str) -> dict[str, float]:
     """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
     trainer (step lines and trainer messages), after launcher and logger prefixes.
@@ -782,5 +823,5 @@ def _scores(head: str) -> tuple[tuple[str, float], ...]:
 
 # (what joblog.py offered before its stages moved to modules of their own: some names come from those)
 __all__ = ["CHUNK_BYTES", "FAMILIES", "MAX_GROWTH", "NCCL", "STALL_FACTOR", "STALL_MIN_S", "TORCH", "TRAIN", "WINDOW",
-           "classify_error", "group_records", "iter_chunks", "iter_parse", "parse", "parse_record", "read_metrics",
-           "sniff_scores"]  # fmt: skip
+           "classify_error", "group_records", "iter_chunks", "iter_parse", "job_lines", "parse", "parse_record",
+           "read_metrics", "sniff_scores"]  # fmt: skip

@@ -537,7 +537,7 @@ def _boots_columns(env: pl.DataFrame, boot: pl.Series, boot_id: pl.Series, lines
     notes = lines.str.contains(r"^[ \t>]*-- (?:Logs begin at |Journal begins at |No entries)")
     ident = pl.when(notes).then(pl.lit("journalctl")).otherwise(env.get_column("ident"))
     # A line whose time and host were cut off still names its service: "nv-fabricmanager[3228]: …".
-    bare = env.get_column("msg").str.extract_groups(ascii_classes(r"^\s*(?P<i>[\w@.()/+-]*[\w)])\[(?P<p>\d+)\]: (?P<m>.*)$"))
+    bare = env.get_column("msg").str.extract_groups(ascii_classes(envelope.BARE_IDENT))
     named = env.get_column("ident").is_null() & bare.struct.field("i").is_not_null()
     env = env.with_columns(
         boot=boot.clip(0), boot_id=boot_id,

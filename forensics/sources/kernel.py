@@ -46,6 +46,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from lark import Token, Tree
 
 from .. import catalog
@@ -55,7 +56,7 @@ from ..pci import canonical_bdf, requester_id_bdf
 from ..regex import ascii_classes, first_match, for_python
 from ..text import dedent, split_lines
 from . import envelope, interest
-from .base import SourceResult, collect, count_lines, events_table, short_host, template_expr
+from .base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
 from .fields import to_int
 
 NAME = "kernel"
@@ -868,6 +869,11 @@ def parse_text(
     if indented is not False:  # (a file read in chunks is dedented as its first chunk is)
         lines = dedent(lines, least=1)
     n_lines = len(lines)
+    share = stamp_share if stamp_share is not None else _Shape.of(data).share
+    jobs = job_records(lines, stamped=share >= 0.5) if n_lines else None
+    raw_lines = lines
+    if jobs is not None:  # a job's output pasted in: its lines are the job families', blank to the kernel's
+        lines = lines.clone().scatter(jobs.arg_true(), "")
     rows = env = None
     every = lines
     if all_lines or full or services is not None:
@@ -890,7 +896,7 @@ def parse_text(
             said = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("msg")).str.contains(services.prefilter())
             hits = hits | env.select((service & said).fill_null(False)).to_series()
         # the share of the file's lines with a stamp, not of those read (its first SHARE_LINES lines')
-        shape = _Shape(stamp_share) if stamp_share is not None else _Shape.of(data)
+        shape = _Shape(share)
         stamp_share = shape.share
         rows, hit_rows = _around(lines, hits, shape)
         lines = lines.gather(rows)
@@ -914,8 +920,112 @@ def parse_text(
             year = found if year is None or found is None else min(year, found)
         del heads
     del every
-    return parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
-                         detail_columns=detail_columns, month_before=month_before, **options)  # fmt: skip
+    result = parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
+                           detail_columns=detail_columns, month_before=month_before, **options)  # fmt: skip
+    if jobs is not None:
+        result = _with_job_records(result, raw_lines, jobs, line_offset=line_offset, year=year, **options)
+    return result
+
+
+#: How many unstamped lines after a job's line in a stamped log may still be its record's (a traceback's
+#: body and its exception line carry no launcher prefix when the job ran without one).
+JOB_FOLLOW = 64
+
+
+def job_records(lines: pl.Series, *, stamped: bool) -> pl.Series | None:
+    """The lines of a line-oriented log that a job family reads (:func:`.joblog.job_lines`), and in a
+    stamped log the unstamped lines that follow them up to the next stamped, blank or kernel line (the
+    rest of a traceback); None when there are none. A file is read by every family whose records it holds."""
+    from . import joblog  # (joblog reads kernel lines itself: imported here, not at the top)
+
+    mask = joblog.job_lines(lines)
+    if not mask.any():
+        return None
+    if not stamped:
+        return mask
+    n = lines.len()
+    starts = mask.arg_true().to_list()
+    after = sorted({j for i in starts for j in range(i + 1, min(n, i + 1 + JOB_FOLLOW))} - set(starts))
+    if after:
+        some = lines.gather(after)
+        env = envelope.split(some)
+        free = env.select(~(pl.col("stamped") | pl.col("msg").str.contains(KERNEL.prefilter()))
+                          & (pl.col("msg").str.strip_chars() != "")).to_series().fill_null(False)  # fmt: skip
+        foreign = {j for j, ok in zip(after, free.to_list()) if ok}
+        follow = []
+        for i in starts:
+            j = i + 1
+            while j in foreign:
+                follow.append(j)
+                j += 1
+        if follow:
+            mask = mask.scatter(sorted(set(follow)), True)
+    return mask
+
+
+def _with_job_records(result: SourceResult, lines: pl.Series, jobs: pl.Series, *, line_offset: int,
+                      **options: Any) -> SourceResult:  # fmt: skip
+    """``result`` (a kernel reading of ``lines`` with the ``jobs`` lines blanked) with the job families'
+    reading of those lines: each run of them read as job output on its own (a record the job families fold
+    over lines, NCCL's ``-> 2`` chain, does not run over the kernel's lines between two runs), its rows
+    numbered in the whole file, the blanked lines cut out of the kernel's rows."""
+    from . import joblog
+
+    at = jobs.arg_true().to_list()
+    runs: list[list[int]] = []
+    for i in at:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    keys = ("file", "incident", "host", "year", "timezone", "on_error")
+    given = {k: options[k] for k in keys if k in options}
+    events, metrics, error = [], [], None
+    for run in runs:
+        text = "\n".join(lines.gather(run).to_list()).encode() + b"\n"
+        read = joblog.parse(text, source="torch", **given)
+        shift = run[0] + line_offset
+        events.append(shift_lines(read.events, shift))
+        if read.metrics is not None and read.metrics.num_rows:
+            metrics.append(shift_lines(read.metrics, shift))
+        error = error or read.error
+    job_events = pa.concat_tables(events)
+    kept = _cut_at(result.events, {i + 1 + line_offset for i in at})
+    records = result.records + kept.num_rows - result.events.num_rows + job_events.num_rows
+    unparsed = result.unparsed + (pc.sum(pc.equal(job_events.column("kind"), "unparsed")).as_py() or 0)
+    return SourceResult(pa.concat_tables([kept, job_events]).sort_by("line"), lines=result.lines, records=records,
+                        unparsed=unparsed, error=result.error or error, invalid_utf8_lines=result.invalid_utf8_lines,
+                        metrics=pa.concat_tables(metrics) if metrics else result.metrics, year=result.year,
+                        month=result.month, host=result.host)  # fmt: skip
+
+
+def _cut_at(events: pa.Table, blanked: set[int]) -> pa.Table:
+    """The kernel's rows with the ``blanked`` lines (a job's) cut out of them: a blank line starts a record
+    and the lines after it may continue it, so a row may hold some. Each row is cut at them: its first
+    piece keeps the row, a later piece is an ``other`` row; a row of blanked lines only goes."""
+    lines, messages = events.column("line").to_pylist(), events.column("message").to_pylist()
+    touched = [k for k, (start, text) in enumerate(zip(lines, messages, strict=True))
+               if any(start + j in blanked for j in range(text.count("\n") + 1))]  # fmt: skip
+    if not touched:
+        return events
+    pieces: list[dict[str, Any]] = []
+    for k in touched:
+        row = events.slice(k, 1).to_pylist()[0]
+        runs: list[tuple[int, list[str]]] = []
+        for j, text in enumerate(row["message"].split("\n")):
+            if row["line"] + j in blanked:
+                runs.append((-1, []))
+            elif runs and runs[-1][0] >= 0:
+                runs[-1][1].append(text)
+            else:
+                runs.append((row["line"] + j, [text]))
+        for n, (start, texts) in enumerate(r for r in runs if r[0] >= 0):
+            piece = {**row, "line": start, "message": "\n".join(texts)}
+            if n:
+                piece.update(kind="other", severity="info", code=None, detail="{}")
+            pieces.append(piece)
+    rest = events.filter(pc.invert(pc.is_in(pa.array(range(events.num_rows)), value_set=pa.array(touched))))
+    return pa.concat_tables([rest, pa.Table.from_pylist(pieces, schema=events.schema)])
 
 
 #: A ``dmesg -H`` line: its stamp is the seconds since the line before (``[  +0.000127]``).
