@@ -54,7 +54,8 @@ DEFAULT_ROLE = "context"
 DEFAULT_SEVERITIES = ("warning", "error", "critical")
 #: The named group that carries each enum's number in a message pattern.
 ENUM_GROUPS = {"cuda_code": "cudaError_t", "cu_code": "CUresult", "nvml_code": "nvmlReturn_t",
-               "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid"}  # fmt: skip
+               "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid",
+               "ucs_status": "ucs_status_t"}  # fmt: skip
 #: A code's string is searched on its own only when it is at least this long (``out of memory`` is not).
 MIN_STRING = 20
 #: Patterns per alternation in the one pass over a column: Rust's regex keeps each within its size limit.
@@ -109,6 +110,8 @@ class Hit:
     causes: tuple[tuple[str, float], ...]
     role: str
     code: Code | None = None
+    span: tuple[int, int] = (0, 0)  # where the row's pattern matched the message
+    holes: tuple[tuple[int, int], ...] = ()  # where its named groups matched (text it takes as it comes)
 
     @property
     def cause(self) -> str | None:
@@ -203,6 +206,13 @@ class Catalog:
         with causes is preferred to a code's bare name or string (NCCL's "posix_fallocate failed: No space
         left on device" is its shared memory, not a full disk); then the strongest weight wins."""
         hits = self.read(text)
+        # A reading whose match holds another's, and that read more of the message in its own words, read that
+        # message in its context: NCCL's "Failed to bind NVLink SHARP (NVLS) Multicast memory … : CUDA error 2
+        # 'out of memory'" is the fabric's failure, not the "CUDA error 2" a generic row reads inside it. A
+        # wrapper that takes the inner message as a group (PyTorch's "CUDA initialization: %s", the container
+        # CLI's "<stage> error: %s") or reads a code there does not: the inner row says more.
+        named = [h for h in hits if h.weight > 0 and h.code is None]
+        hits = [h for h in hits if not any(_inside(h, o) for o in named)]
         return max(hits, key=lambda h: (h.weight > 0, not h.id.startswith("code."), h.weight)) if hits else None
 
     def anchors(self) -> list[str]:
@@ -235,10 +245,39 @@ class Catalog:
             if code is not None:
                 break
         if code is None:
-            return Hit(entry.id, entry.kind, entry.causes, entry.role)
+            return Hit(entry.id, entry.kind, entry.causes, entry.role, span=m.span(), holes=_holes(m))
         kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
         # the code names the cause when it knows one: a wrapper's own candidates are its guess without it
-        return Hit(entry.id, kind, code.causes or entry.causes, _weaker(entry.role, code.role), code)
+        return Hit(entry.id, kind, code.causes or entry.causes, _weaker(entry.role, code.role), code, m.span(), _holes(m))
+
+
+def _holes(m: re.Match[str]) -> tuple[tuple[int, int], ...]:
+    """The spans of a match's named groups, outermost only (a group inside another is not counted twice)."""
+    spans = sorted((m.span(g) for g in m.groupdict() if m.group(g) is not None), key=lambda s: (s[0], -s[1]))
+    out: list[tuple[int, int]] = []
+    for s in spans:
+        if not out or s[0] >= out[-1][1]:
+            out.append(s)
+    return tuple(out)
+
+
+def _inside(a: Hit, b: Hit) -> bool:
+    """Whether ``a``'s match lies within ``b``'s longer one, and ``b`` read more of the message in its own
+    words (the characters of its match outside its named groups) than ``a`` did.
+
+    >>> inner = Hit("x", "", (), "initiating", span=(60, 88), holes=((71, 72), (74, 87)))
+    >>> outer = Hit("y", "", (), "initiating", span=(0, 90), holes=((30, 37), (71, 72), (74, 87)))
+    >>> wrapper = Hit("z", "", (), "context", span=(40, 90), holes=((45, 90),))
+    >>> _inside(inner, outer), _inside(inner, wrapper), _inside(outer, inner)
+    (True, False, False)
+    """
+    (start, end), (a0, a1) = b.span, a.span
+    return start <= a0 and a1 <= end and end - start > a1 - a0 and _own_words(b) > _own_words(a)
+
+
+def _own_words(h: Hit) -> int:
+    """How many characters of ``h``'s match its pattern's literal text read (its named groups take the rest)."""
+    return (h.span[1] - h.span[0]) - sum(e - s for s, e in h.holes)
 
 
 def _said(text: str) -> str:
