@@ -183,6 +183,33 @@ def _diagnose_files(tmp_path: Path, files: dict[str, str | Path]) -> dict[str, o
     return forensics.diagnose(forensics.open_dataset(tmp_path / "ds")).row(0, named=True)
 
 
+def test_a_reading_in_its_own_words_beats_a_generic_one_inside_it() -> None:
+    """Real lines: NCCL's NVLS bind failure holds "CUDA error 2 'out of memory'", which a generic CUDA row reads
+    as the GPU's memory; NCCL's own row, whose words hold that match, reads the fabric (nccl#2077). A wrapper that
+    takes the inner message as a group does not win that way: the container CLI's "<stage> error: %s" leaves the
+    requirement error inside it to its own row (nvidia-docker#1442), and PyTorch's "CUDA initialization: %s" the
+    "driver too old" inside it."""
+    catalog = messages.load()
+    nvls = (ROOT / "corpus/nvlink-nccl-2077-h200-nvls-multicast-slots-exhausted-bind-oom/node-a/stderr.log").read_text()
+    line = next(x for x in nvls.splitlines() if x.startswith("Failed to bind NVLink SHARP"))
+    assert "cuda.check_macro_code" in {h.id for h in catalog.read(line)}
+    best = catalog.best(line)
+    assert (best.id, best.cause) == ("nccl.nvls_bind_failed", "nvlink")
+    docker = (ROOT / "corpus/drv-nvdocker-1442-cuda11-container-driver-too-old/node-a/console.log").read_text().splitlines()[0]
+    assert "nvidia_container.cli_stage_error" in {h.id for h in catalog.read(docker)}
+    best = catalog.best(docker)
+    assert (best.id, best.cause) == ("nvidia_container.cli_requirement_cuda", "driver")
+
+
+def test_ucx_status_strings_are_read_as_their_codes() -> None:
+    """UCX-Py's error callback prints ucs_status_string() after the status number (dask-cuda#817, real)."""
+    log = (ROOT / "corpus/net-daskcuda-817-ucx-destination-unreachable-interface-hsn0/nid001168/dask-worker.log").read_text()
+    line = next(x for x in log.splitlines() if "status -6" in x)
+    best = messages.load().best(line)
+    assert best is not None and best.code is not None
+    assert (best.code.enum, best.code.code, best.code.name, best.cause) == ("ucs_status_t", -6, "UCS_ERR_UNREACHABLE", "network")
+
+
 def test_a_warning_that_names_the_driver_is_the_cause(tmp_path: Path) -> None:
     """A real UserWarning (drv-yuan2-65): PyTorch's "driver on your system is too old" is the driver."""
     d = _diagnose_files(tmp_path, {"n/stderr.log": ROOT / "corpus/drv-yuan2-65-torch-driver-too-old-11000/node-a/stderr.log"})

@@ -122,6 +122,15 @@ KNOWN_MISSES = {
     "net-robotology-846-icub-eth-rx-crc-error-board-timeout": "network: a robot's board reporting Ethernet RX CRC errors: an application's own log no catalog reads",
     "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
+    # blind batch 6 (corpus/BLIND.md), misses left after the fixes made from it:
+    "cr-enroot-13-slurm-job-enroot-runtime-path-run-user-permission-denied": "container_runtime: one coreutils line, mkdir's Permission denied on /run/user/UID; enroot is named only in the prose",
+    "cr-gpustack-4678-vllm-015-image-ldso-compat-libs-error-803": "container_runtime: error 803 at cudaGetDeviceCount reads as the driver's; the runtime's ldcache picking the image's compat libs is the reporter's analysis",
+    "cr-whisperwebui-279-docker-desktop-wsl2-error-500-named-symbol": "container_runtime: error 500 (named symbol not found) reads as the program's; the Docker Desktop version is in the prose",
+    "gpuhw-lc0-1461-alienware-rtx2080maxq-launch-failure-board-replaced": "gpu_hardware: an unspecified launch failure reads as the code's; the replaced board is in the prose",
+    "hostoom-trtllm-191-baichuan13b-engine-build-killed-container-memory": "host_oom: a bare 'Killed' from the shell; no OOM line, and SIGKILL has other senders",
+    "nvlink-kata-13471-h200-tdx-guest-fm-topology-path-nvlink-inband-timeout": "nvlink: kata's NVRC 'timeout waiting for: FM starting NvLink Inband': no catalog of the guest's init",
+    "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the code's; the bad riser is in the prose",
+    "storage-skypilot-706-goofys-s3-mount-oom-killed-transport-endpoint-not-connected": "storage: the OOM killer took the FUSE daemon (goofys), then ENOTCONN: untimed pastes, so no chain outweighs the OOM kill",
 }
 
 
