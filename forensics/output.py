@@ -153,9 +153,10 @@ def summary_text(events: pa.Table, files: pa.Table) -> str:
         f"{f['records'].sum():,} records, {f['unparsed'].sum():,} unparsed"
     ]
     width = max([len(k) for k in counts["kind"].to_list()] + [4])
-    lines.append(f"{'SOURCE':<8}  {'KIND':<{width}}  {'EVENTS':>8}  {'FILES':>5}")
+    sw = max([len(s or "") for s in counts["source"].to_list()] + [8])  # (vendorhealth is longer than 8)
+    lines.append(f"{'SOURCE':<{sw}}  {'KIND':<{width}}  {'EVENTS':>8}  {'FILES':>5}")
     for source, kind, n, nfiles in counts.iter_rows():
-        lines.append(f"{source:<8}  {kind:<{width}}  {n:>8,}  {nfiles:>5}")
+        lines.append(f"{source:<{sw}}  {kind:<{width}}  {n:>8,}  {nfiles:>5}")
     return "\n".join(lines) + "\n"
 
 
@@ -181,9 +182,10 @@ def dataset_text(ds: object) -> str:
         .sort(["events", "source", "kind"], descending=[True, False, False]).collect()
     )  # fmt: skip
     width = max([len(k) for k in counts["kind"].to_list()] + [4])
-    out.append(f"{'SOURCE':<8}  {'KIND':<{width}}  {'EVENTS':>8}  {'INCIDENTS':>9}")
+    sw = max([len(s or "") for s in counts["source"].to_list()] + [8])
+    out.append(f"{'SOURCE':<{sw}}  {'KIND':<{width}}  {'EVENTS':>8}  {'INCIDENTS':>9}")
     for source, kind, n, incidents in counts.iter_rows():
-        out.append(f"{source:<8}  {kind:<{width}}  {n:>8,}  {incidents:>9}")
+        out.append(f"{source:<{sw}}  {kind:<{width}}  {n:>8,}  {incidents:>9}")
     return "\n".join(out) + "\n"
 
 
