@@ -293,6 +293,15 @@ def test_dmesg_h_deltas_are_dated_after_their_header(tmp_path: Path) -> None:
     forensics.ingest([tmp_path / "inc"], tmp_path / "ds", jobs=1)
     ingested = forensics.open_dataset(tmp_path / "ds").events.sort("line").collect()
     assert ingested.get_column("ts").to_list() == rows.get_column("ts").to_list()
+    # dated, the paste has a first failure to look around (undated, `timeline --around failure` had none)
+    from click.testing import CliRunner
+
+    from forensics.cli import main
+
+    out = CliRunner().invoke(main, ["timeline", str(tmp_path / "ds"), "--around", "failure", "--format", "jsonl"])
+    assert out.exit_code == 0, out.output
+    shown = [json.loads(line) for line in out.output.splitlines()]
+    assert shown and all(r["ts"].startswith("2024-05-19T19:57:00") for r in shown)
 
 
 def test_a_paste_that_lost_its_first_bracket_keeps_the_uptime() -> None:
