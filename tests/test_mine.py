@@ -104,7 +104,6 @@ KNOWN_MISSES = {
     # blind batch 3 (corpus/BLIND.md), misses left after this round:
     "cr-torchpod-43-nvctk-140-compat-libs-geforce-error-804": "container_runtime: error 804 (forward compatibility) reads as the driver's; the toolkit injecting compat libs is the maintainer's finding",
     "drv-cwmlcontainers-10-gptneox-old-cuda-nccl278-a100-80gb-nodes": "driver: one 'unhandled system error' line of NCCL 2.7.8; the old CUDA for A100-80GB is in the prose",
-    "hang-yolov5-4400-ddp-60s-timeout-rank0-label-cache-scan": "hang: a 60 s watchdog timeout while rank 0 scans labels reads as the code's",
     # blind batch 4 (corpus/BLIND.md), misses at the commit it was scored at:
     "drv-dcgmexp-84-a100-mig-gsp-xid120-119-exporter-sigkill-freeze": "driver: Xid 119/120 (GSP) read as the GPU's; the thread calls it a driver/firmware bug",
     "gpuhw-bigscience-tr11-176b-slow-gpu-5pct-throughput-drop-replaced": "gpu_hardware: a Megatron interval printed without its lm loss reads as NaN; the slow GPU shows only in throughput",
@@ -130,7 +129,6 @@ KNOWN_MISSES = {
     "hostoom-trtllm-191-baichuan13b-engine-build-killed-container-memory": "host_oom: a bare 'Killed' from the shell; no OOM line, and SIGKILL has other senders",
     "nvlink-kata-13471-h200-tdx-guest-fm-topology-path-nvlink-inband-timeout": "nvlink: kata's NVRC 'timeout waiting for: FM starting NvLink Inband': no catalog of the guest's init",
     "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the code's; the bad riser is in the prose",
-    "storage-skypilot-706-goofys-s3-mount-oom-killed-transport-endpoint-not-connected": "storage: the OOM killer took the FUSE daemon (goofys), then ENOTCONN: untimed pastes, so no chain outweighs the OOM kill",
 }
 
 
@@ -214,6 +212,32 @@ def test_timeouts_after_an_error_are_followers_and_a_bare_timeout_is_a_hang() ->
     assert d["root_cause"] == "host_oom"
     assert [e["role"] for e in d["evidence"]] == ["failure", "follower"]
     assert _cause(_events({**timeout, "ts": T0, "rank": 3}))[0] == "hang"
+
+
+def test_the_oom_killer_taking_a_mount_daemon_is_the_storage_and_taking_the_trainer_is_memory() -> None:
+    def kill(process: str) -> dict[str, object]:
+        return {"kind": "host.oom_kill", "severity": "error", "ts": T0, "message": f"Out of memory: Killed process 7 ({process})",
+                "detail": json.dumps({"process": process, "killed": True})}  # fmt: skip
+    enotconn = {"source": "torch", "file": "h/train.log", "kind": "fs.error", "severity": "error", "ts": T0 + timedelta(seconds=20),
+                "message": "OSError: [Errno 107] Transport endpoint is not connected: '/data/x.json'"}  # fmt: skip
+    assert _cause(_events(kill("goofys"), enotconn))[:2] == ("storage", "storage-daemon-oom-killed")
+    assert _cause(_events(kill("python"), enotconn))[:2] == ("host_oom", "oom-kill")
+
+
+def test_the_abort_after_a_watchdog_timeout_is_its_teardown_not_the_code() -> None:
+    """PyTorch's watchdog rethrows its timeout: `terminate called after throwing an instance of
+    'std::runtime_error'` (or 'c10::DistBackendError') is the timeout's end, so the hang stands; the same abort
+    with no timeout before it is the program's exception."""
+    timeout = {"source": "torch", "file": "h/train.log", "kind": "torch.watchdog_timeout", "severity": "error",
+               "message": "[Rank 1] Watchdog caught collective operation timeout", "rank": 1}  # fmt: skip
+    abort = {"source": "torch", "file": "h/train.log", "kind": "cpp.abort", "severity": "error", "line": 2,
+             "message": "terminate called after throwing an instance of 'std::runtime_error'",
+             "detail": json.dumps({"exception": "std::runtime_error"})}  # fmt: skip
+    assert _cause(_events(timeout, abort))[:2] == ("hang", "watchdog-timeout")
+    assert _cause(_events({**abort, "line": 1}))[0] == "code_bug"
+    other = {**abort, "message": "terminate called after throwing an instance of 'std::out_of_range'",
+             "detail": json.dumps({"exception": "std::out_of_range"})}  # fmt: skip
+    assert _cause(_events(timeout, other))[0] == "code_bug"
 
 
 def test_a_nonfatal_nvlink5_xid_before_the_timeouts_leaves_a_hang() -> None:
