@@ -452,13 +452,15 @@ def mine_cmd(dataset: Path, target: str, window: timedelta, by: str, min_support
 @main.command("stats")
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--by", type=click.Choice(list(STATS_BY)), default="cause", show_default=True,
-              help="The grouping (rule: per chain; xid: Xid events per code; xid_gpu: per host, GPU and code).")
+              help="The grouping (rule: per chain; xid: Xid events per code; xid_gpu: per host, GPU and code; "
+                   "unread: the lines reporting trouble that no source or catalog reads, per template).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]), default="table",
               show_default=True)  # fmt: skip
 @_RULES_OPTION
 def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
     """The fleet's postmortem table: incidents per root cause (or component, host, GPU, month, job)
-    with shares recomputed from counts, MTBF, GPU-hours lost and lead times; or Xid counts.
+    with shares recomputed from counts, MTBF, GPU-hours lost and lead times; or Xid counts; or the lines
+    that report trouble but that nothing reads (--by unread: what the diagnoses could not weigh).
 
     Example: forensics stats incidents.ds --by component --format markdown
     """
@@ -466,7 +468,7 @@ def stats_cmd(dataset: Path, by: str, fmt: str, rules: tuple[str, ...]) -> None:
 
     library = _library(rules)
     with _dataset(dataset, ingest=False) as ds:
-        diagnoses = None if by.startswith("xid") else ds.diagnoses(library=library)
+        diagnoses = None if by.startswith("xid") or by == "unread" else ds.diagnoses(library=library)
         table = stats(ds, by, diagnoses=diagnoses)
         head = None if diagnoses is None else summary(incident_facts(ds, diagnoses))
     if fmt == "csv":

@@ -380,6 +380,10 @@ def mining_text(target: str, pre: pl.DataFrame, seq: pl.DataFrame, *, window: ob
     return "\n".join(out) + "\n"
 
 
+#: A template's width in a text table (``stats --by unread``).
+TEMPLATE_CELL = 100
+
+
 def stat_cell(name: str, v: object) -> str:
     """One cell of a statistics table as text: shares in %, floats to one place (confidence to two),
     lists joined, nulls as ``-``."""
@@ -393,6 +397,8 @@ def stat_cell(name: str, v: object) -> str:
         return f"{v:,.2f}" if name in ("confidence", "confidence_mean", "expected") else f"{v:,.1f}"
     if isinstance(v, list):
         return ", ".join(map(str, v))
+    if name == "template" and len(str(v)) > TEMPLATE_CELL:  # the whole one is in --format csv/json
+        return str(v)[: TEMPLATE_CELL - 1] + "…"
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 

@@ -31,7 +31,11 @@ COMPONENTS = {
     "storage": "Storage", "driver": "Platform software", "container_runtime": "Platform software",
     "hang": "Collective hang", "unknown": "Unknown",
 }  # fmt: skip
-BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job")
+BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job", "unread")
+#: Words of a line that reports trouble (an error, a failure, a refusal, a kill, a timeout): the lines no
+#: source typed and no catalog row reads are listed by ``--by unread`` when they hold one of them.
+TROUBLE = (r"(?i)\b(?:error|errno|fail(?:ed|ure|s)?|fatal|critical|timed? ?out|killed|denied|refused|cannot|can't|"
+           r"unable|not found|no such|abort(?:ed)?|panic|exception|invalid|mismatch|unreachable|corrupt(?:ed)?)\b")
 
 
 def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
@@ -92,6 +96,8 @@ def stats(ds: Any, by: str = "cause", *, diagnoses: pl.DataFrame | None = None) 
         return xid_counts(ds.events)
     if by == "xid_gpu":
         return xid_counts(ds.events, per_gpu=True)
+    if by == "unread":
+        return unread(ds.events)
     if diagnoses is None:  # a dataset's stored diagnoses (redone only where stale)
         from .mine import diagnose
 
@@ -146,4 +152,31 @@ def xid_counts(events: pl.LazyFrame, *, per_gpu: bool = False) -> pl.DataFrame:
         .agg(aggs)
         .sort(["events", *keys], descending=[True, *([False] * len(keys))], nulls_last=True)
         .collect()
+    )
+
+
+def unread(events: pl.LazyFrame) -> pl.DataFrame:
+    """The lines that report trouble (:data:`TROUBLE`) but that no source typed (``other``, ``unparsed``) and
+    no message catalog row reads, per template (the masked message): lines, incidents, the sources that held
+    them and where the first is (``incident file:line``), most widespread first. What the diagnosis
+    could not weigh, named: the catalogs' blind spots in this fleet (an emitter's default reading, the weak
+    role-only one, does not count as read)."""
+    from . import messages
+    from .sources.base import template_expr
+
+    rows = (
+        events.filter(pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(TROUBLE))
+        .select("incident", "source", "file", "line", "message")
+        .collect()
+    )
+    read = messages.frame(messages.load(), rows.get_column("message")).get_column("i")
+    rows = rows.with_row_index("i").filter(~pl.col("i").is_in(read.implode())).drop("i")
+    first = pl.format("{} {}:{}", "incident", "file", "line")
+    return (
+        rows.with_columns(template=template_expr(pl.col("message").str.replace_all(r"\s+", " ").str.strip_chars()))
+        .group_by("template")
+        .agg(lines=pl.len(), incidents=pl.col("incident").n_unique(),
+             sources=pl.col("source").unique().sort().str.join(","), where=first.first())  # fmt: skip
+        .sort(["incidents", "lines", "template"], descending=[True, True, False])
+        .select("template", "lines", "incidents", "sources", "where")
     )

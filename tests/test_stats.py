@@ -129,3 +129,26 @@ def test_stats_on_a_folder_that_is_not_a_dataset_is_an_error() -> None:
     r = CliRunner().invoke(main, ["stats", str(folder)])
     assert (r.exit_code, r.output) == (1, f"Error: {folder}: not a gpu-forensics dataset (no dataset.json); make one "
                                           "with `forensics ingest`\n")  # fmt: skip
+
+
+def test_unread_lists_the_trouble_no_source_or_catalog_reads(tmp_path: Path) -> None:
+    """A robot's own log (an iCub board's Ethernet CRC errors, robotology/icub-main#846): five error lines no
+    source types and no catalog reads, each named with where it is; a corpus incident whose lines the catalogs
+    read lists none of them."""
+    robot = CORPUS / "net-robotology-846-icub-eth-rx-crc-error-board-timeout"
+    xid = CORPUS / "xid79-fallen-off-bus-akash"
+    forensics.ingest([robot, xid], tmp_path / "ds", jobs=1)
+    ds = forensics.open_dataset(tmp_path / "ds")
+    t = forensics.stats(ds, "unread")
+    assert t.columns == ["template", "lines", "incidents", "sources", "where"]
+    assert t["lines"].sum() == 5 and set(t["incidents"]) == {1}
+    assert sorted(int(w.rsplit(":", 1)[1]) for w in t["where"]) == [1, 2, 3, 4, 5]
+    assert all(w.startswith(f"{robot.name} node-a/yarprobotinterface.log:") for w in t["where"])
+    assert any("ETH monitor: detected RX CRC error" in s for s in t["template"])
+    out = CliRunner().invoke(main, ["stats", str(tmp_path / "ds"), "--by", "unread", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0] == "template,lines,incidents,sources,where" and len(lines) == 6
+    text = CliRunner().invoke(main, ["stats", str(tmp_path / "ds"), "--by", "unread"]).output
+    assert text.splitlines()[0].split() == ["TEMPLATE", "LINES", "INCIDENTS", "SOURCES", "WHERE"]
+    assert max(len(line) for line in text.splitlines()) < 100 + 120  # templates cut to 100 characters in a table
