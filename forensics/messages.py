@@ -56,6 +56,8 @@ DEFAULT_SEVERITIES = ("warning", "error", "critical")
 ENUM_GROUPS = {"cuda_code": "cudaError_t", "cu_code": "CUresult", "nvml_code": "nvmlReturn_t",
                "nccl_code": "ncclResult_t", "errno": "errno", "wc_status": "ibv_wc_status", "xid": "xid",
                "ucs_status": "ucs_status_t"}  # fmt: skip
+#: The enums in the order their strings are read when several print the same one.
+STRING_ORDER = ("cudaError_t", "CUresult", "nvmlReturn_t", "ncclResult_t", "ibv_wc_status", "ucs_status_t", "errno")
 #: A code's string is searched on its own only when it is at least this long (``out of memory`` is not).
 MIN_STRING = 20
 #: Patterns per alternation in the one pass over a column: Rust's regex keeps each within its size limit.
@@ -172,10 +174,14 @@ class Catalog:
         for c in self.codes:
             self._numbered.setdefault((c.enum, c.code), []).append(c)
         for c in self.codes:  # a current row (no `until`) wins over the rows of older numberings and wordings
-            for index, key in ((self._by_number, (c.enum, c.code)), (self._by_name, c.name),
-                               (self._by_string, _said(c.string))):  # fmt: skip
+            for index, key in ((self._by_number, (c.enum, c.code)), (self._by_name, c.name)):
                 if key not in index or not c.until:
                     index[key] = c  # type: ignore[index]
+        # a string several enums print ("out of memory": CUDA, UCS; "invalid argument": CUDA, errno) is the one of
+        # the enum nearest the GPU (:data:`STRING_ORDER`), and of its current row
+        order = {e: n for n, e in enumerate(STRING_ORDER)}
+        for c in sorted(self.codes, key=lambda c: (order.get(c.enum, len(order)), bool(c.until))):
+            self._by_string.setdefault(_said(c.string), c)
 
     def code(self, enum: str, value: int | str) -> Code | None:
         """The row of ``value`` (a number, or a symbol) in ``enum``."""
@@ -231,6 +237,16 @@ class Catalog:
                 return named[-1]
         return self.code(enum, value)
 
+    def _by_said(self, value: str) -> Code | None:
+        """The code whose string ``value`` prints, whole or followed by where it was raised: lc0's "CUDA error:
+        %s (%s:%d)", a wrapper's "%s at file.cu:42" or "%s; retrying" (the longest string that opens it)."""
+        code = self._by_string.get(_said(value))
+        for cut in reversed([m.start() for m in _AFTER_STRING.finditer(value)]) if code is None else ():
+            code = self._by_string.get(_said(value[:cut]))
+            if code is not None:
+                break
+        return code
+
     def _hit(self, entry: Entry, m: re.Match[str]) -> Hit:
         code = None
         for group, value in m.groupdict().items():
@@ -241,7 +257,7 @@ class Catalog:
             elif group == "name":
                 code = self._by_name.get(value)
             elif group == "string":
-                code = self._by_string.get(_said(value))
+                code = self._by_said(value)
             if code is not None:
                 break
         if code is None:
@@ -278,6 +294,11 @@ def _inside(a: Hit, b: Hit) -> bool:
 def _own_words(h: Hit) -> int:
     """How many characters of ``h``'s match its pattern's literal text read (its named groups take the rest)."""
     return (h.span[1] - h.span[0]) - sum(e - s for s, e in h.holes)
+
+
+#: Where a code's string may end inside a longer group: before a space, a parenthesis, a colon, a semicolon
+#: or a comma that opens what the program printed after it.
+_AFTER_STRING = re.compile(r"\s*[\s(:;,\[]")
 
 
 def _said(text: str) -> str:

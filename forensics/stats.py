@@ -32,10 +32,6 @@ COMPONENTS = {
     "hang": "Collective hang", "unknown": "Unknown",
 }  # fmt: skip
 BY = ("cause", "component", "rule", "host", "gpu", "xid", "xid_gpu", "month", "job", "unread")
-#: Words of a line that reports trouble (an error, a failure, a refusal, a kill, a timeout): the lines no
-#: source typed and no catalog row reads are listed by ``--by unread`` when they hold one of them.
-TROUBLE = (r"(?i)\b(?:error|errno|fail(?:ed|ure|s)?|fatal|critical|timed? ?out|killed|denied|refused|cannot|can't|"
-           r"unable|not found|no such|abort(?:ed)?|panic|exception|invalid|mismatch|unreachable|corrupt(?:ed)?)\b")
 
 
 def incident_facts(ds: Any, diagnoses: pl.DataFrame) -> pl.DataFrame:
@@ -156,7 +152,7 @@ def xid_counts(events: pl.LazyFrame, *, per_gpu: bool = False) -> pl.DataFrame:
 
 
 def unread(events: pl.LazyFrame) -> pl.DataFrame:
-    """The lines that report trouble (:data:`TROUBLE`) but that no source typed (``other``, ``unparsed``) and
+    """The lines that report trouble (:data:`forensics.messages.TROUBLE`) but that no source typed (``other``, ``unparsed``) and
     no message catalog row reads, per template (the masked message): lines, incidents, the sources that held
     them and where the first is (``incident file:line``), most widespread first. What the diagnosis
     could not weigh, named: the catalogs' blind spots in this fleet (an emitter's default reading, the weak
@@ -165,7 +161,7 @@ def unread(events: pl.LazyFrame) -> pl.DataFrame:
     from .sources.base import template_expr
 
     rows = (
-        events.filter(pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(TROUBLE))
+        events.filter(pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))
         .select("incident", "source", "file", "line", "message")
         .collect()
     )

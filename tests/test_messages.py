@@ -210,6 +210,26 @@ def test_ucx_status_strings_are_read_as_their_codes() -> None:
     assert (best.code.enum, best.code.code, best.code.name, best.cause) == ("ucs_status_t", -6, "UCS_ERR_UNREACHABLE", "network")
 
 
+def test_a_string_several_enums_print_is_read_as_the_gpu_s() -> None:
+    """"out of memory" is cudaErrorMemoryAllocation's string and UCS_ERR_NO_MEMORY's, "invalid argument" also
+    EINVAL's: PyTorch's "CUDA error: %s" prints CUDA's (the UCX row of the same string once took it over)."""
+    cat = messages.load()
+    oom = cat.best("RuntimeError: CUDA error: out of memory")
+    assert oom is not None and oom.code is not None
+    assert (oom.code.enum, oom.code.code, oom.cause) == ("cudaError_t", 2, "gpu_oom")
+    bad = cat.best("RuntimeError: CUDA error: invalid argument")
+    assert bad is not None and bad.code is not None and (bad.code.enum, bad.code.code) == ("cudaError_t", 1)
+
+
+def test_a_code_s_string_followed_by_where_it_was_raised_is_the_code() -> None:
+    """lc0 prints "CUDA error: %s (%s:%d)" (LeelaChessZero/lc0#1461, real): the string before the location is
+    cudaErrorLaunchFailure, whose residual device exception points at the board before the program."""
+    log = ROOT / "corpus/gpuhw-lc0-1461-alienware-rtx2080maxq-launch-failure-board-replaced/node-a/lc0-cuda-fp16.log"
+    best = messages.load().best(log.read_text().splitlines()[0])
+    assert best is not None and best.code is not None
+    assert (best.code.code, best.code.name, best.cause) == (719, "cudaErrorLaunchFailure", "gpu_hardware")
+
+
 def test_a_warning_that_names_the_driver_is_the_cause(tmp_path: Path) -> None:
     """A real UserWarning (drv-yuan2-65): PyTorch's "driver on your system is too old" is the driver."""
     d = _diagnose_files(tmp_path, {"n/stderr.log": ROOT / "corpus/drv-yuan2-65-torch-driver-too-old-11000/node-a/stderr.log"})
