@@ -82,12 +82,11 @@ def corpus_ds(tmp_path_factory: pytest.TempPathFactory) -> forensics.store.OpenD
 #: Real incidents of corpus/ not diagnosed as labelled yet, and why. An entry that starts passing must
 #: leave this list (the test fails both ways), so the list is always the tool's true state.
 KNOWN_MISSES = {
-    "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose (the log shows an unspecified launch failure)",
+    "hw-caffe-3377-multi-gpu-unspecified-launch-failure-psu": "power: the PSU is named only in the thread's prose (the log shows an unspecified launch failure, read as the board's)",
     "hw-scicomp-80-titanv-95c-then-xid79": "thermal: the 95 C reading is in the thread's prose, the logs show only Xid 79",
     "hw-tf-40042-cifar10-gpu-overheated-slowdown": "thermal: no throttle signal is logged, only the step lines' examples/sec falling",
     # blind batch 1 (corpus/BLIND.md), misses left after the catalogs:
     "gpuhw-bigscience-tr11-176b-gpu-crash-cuda-unknown-error": "gpu_hardware: 'CUDA error: unknown error' mid-run; the dead GPU is only in the operator's prose",
-    "gpuhw-mineru-426-unspecified-launch-failure-card-swapped": "gpu_hardware: an unspecified launch failure reads as the code's; the swapped card is in the prose",
     "nvlink-nvdocker-1180-bridge-cuda-no-device-container": "nvlink: the NVLink bridge removed is in the prose; the log is a container start error",
     "pcie-ethminer-40-riser-link-nvidia-smi-failed-gen2": "pcie_link: one nvidia-smi 'Unknown Error' line; the riser and the gen2 fix are in the prose",
     "pcie-ogkm-387-2080ti-falls-off-bus-fixed-by-reseat": "pcie_link: fell off the bus with no AER; the reseat that fixed it is in the prose",
@@ -125,10 +124,25 @@ KNOWN_MISSES = {
     "cr-enroot-13-slurm-job-enroot-runtime-path-run-user-permission-denied": "container_runtime: one coreutils line, mkdir's Permission denied on /run/user/UID; enroot is named only in the prose",
     "cr-gpustack-4678-vllm-015-image-ldso-compat-libs-error-803": "container_runtime: error 803 at cudaGetDeviceCount reads as the driver's; the runtime's ldcache picking the image's compat libs is the reporter's analysis",
     "cr-whisperwebui-279-docker-desktop-wsl2-error-500-named-symbol": "container_runtime: error 500 (named symbol not found) reads as the program's; the Docker Desktop version is in the prose",
-    "gpuhw-lc0-1461-alienware-rtx2080maxq-launch-failure-board-replaced": "gpu_hardware: an unspecified launch failure reads as the code's; the replaced board is in the prose",
     "hostoom-trtllm-191-baichuan13b-engine-build-killed-container-memory": "host_oom: a bare 'Killed' from the shell; no OOM line, and SIGKILL has other senders",
     "nvlink-kata-13471-h200-tdx-guest-fm-topology-path-nvlink-inband-timeout": "nvlink: kata's NVRC 'timeout waiting for: FM starting NvLink Inband': no catalog of the guest's init",
-    "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the code's; the bad riser is in the prose",
+    "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the board's; the bad riser is in the prose",
+    # blind batch 7 (corpus/BLIND.md), misses at the commit it was scored at (7e0babd, and 1d91a0a):
+    "bug-lightning-7027-slurm-multinode-all-ranks-local-rank-0-invalid-device-ordinal": "code_bug: no error line; every rank printing LOCAL_RANK: 0 is the bug, the invalid ordinal is in the prose",
+    "bug-transformers-11618-rng-state-save-before-rank0-creates-checkpoint-dir": "code_bug: a traceback's frames with neither its header nor its exception line",
+    "cr-awsofinccl-1020-p5-container-without-dev-infiniband-fi-getinfo-no-data": "container_runtime: the OFI plugin's fi_getinfo() 'No data available' reads as the network; the missing /dev/infiniband is the thread's finding",
+    "cr-charmedk8s-720-gpu-worker-nvidia-docker2-pinned-docker-ce-unmet-dependency": "container_runtime: apt's unmet dependency of nvidia-docker2: no catalog reads a package manager",
+    "cr-mlperfauto-664-trtllm-llama2-70b-harness-ucx-memlock-8mb-docker-daemon": "container_runtime: UCX's 'set max locked memory' warning unread; its ENOMEM reads as host memory",
+    "cr-mscclpp-467-h200-docker-cumemcreate-fabric-not-permitted-no-imex-channel": "container_runtime: cuMemCreate's 800 (not permitted) inside a Python exception reads as the program's",
+    "drv-negativo17-56-stale-dkms-tree-390-module-not-rebuilt-after-kernel-upgrade": "driver: DKMS's 'Could not locate dkms.conf' for the nvidia module: no catalog reads DKMS",
+    "drv-nix-4970-legacy-340-kmod-build-fails-newer-kernel-ioctl32-h": "driver: gcc's fatal error building the NVIDIA kernel module: no catalog reads a module build",
+    "drv-nvbio-7-nvidia-331-uvm-package-missing-cudagetdevicecount-30": "driver: modprobe's 'could not insert nvidia_331_uvm' and deviceQuery's 'cudaGetDeviceCount returned 30': neither read",
+    "drv-ollama-11593-rtx6000-blackwell-cuinit-3-nvidia-uvm-hmm-driver-bug": "driver: ollama's INFO 'cuda driver library init failure: 3' (cuInit's CUDA_ERROR_NOT_INITIALIZED) is not read",
+    "hostoom-comfyui-hunyuanvideowrapper-30-text-encoder-load-sigkill-no-swap": "host_oom: zsh's '[1] 60190 killed  python main.py' job status: no catalog reads a shell",
+    "net-skypilot-3788-k8s-multinode-pod-hostname-unresolvable-nccl-timeout": "network: c10d's warning that a peer's name cannot be resolved (gai error -2) is not read",
+    "pcie-vllm-9920-a6000ada-tp2-stalls-iommu-acs-p2p-disabled-in-bios": "pcie_link: a stall with no error line; ACS/IOMMU blocking P2P is in the prose",
+    "storage-akash-138-dgx-node-diskpressure-ephemeral-storage-evictions": "storage: kubelet's DiskPressure and eviction events in a kubectl describe table are not read",
+    "storage-automodel-3686-virtiofs-makedirs-fileexistserror-at-checkpoint": "storage: a traceback into os.makedirs cut before its exception; virtiofs is in the prose",
 }
 
 
