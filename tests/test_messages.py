@@ -341,6 +341,47 @@ def test_a_message_wrapped_over_lines_is_read_whole(tmp_path: Path) -> None:
     assert 2 in lines and 5 not in lines
 
 
+# Real pasted lines of the user-space programs around a job (tests/golden/PROVENANCE.md): the loader, the shells,
+# systemd, a FUSE mount, Horovod. Each line a catalog reads: (row, cause); the other lines are read by none.
+USER_SPACE = {
+    "torch/ldso-llamacpp-server-cuda-image-libcuda-missing-01.log": {1: ("glibc.nvidia_driver_library_missing", "driver")},
+    "torch/python-importerror-libcuda-k8s-pod-xinference-01.log": {1: ("glibc.nvidia_driver_library_missing", "driver")},
+    "torch/ldso-nvidia-container-cli-libnvidia-container-missing-01.log": {
+        1: ("glibc.nvidia_container_library_missing", "container_runtime")},
+    "torch/shell-bus-error-core-dumped-pbg-docker-shm-01.log": {4: ("launchers.shell_bus_error", "container_runtime")},
+    "torch/shell-killed-bare-after-config-loaded-lte-01.log": {3: ("launchers.shell_killed", "host_oom")},
+    "torch/python-oserror-enotconn-csi-s3-training-output-01.log": {1: ("fuse.mount_disconnected", "storage")},
+    "torch/horovod-0.21-stall-inspector-missing-ranks-01.log": {1: ("horovod.stalled_ranks", "hang")},
+    "journal/syslog-s3fs-1.89-unable-to-access-mountpoint-enotconn-01.log": {1: ("fuse.mount_disconnected", "storage")},
+    "journal/journal-iso-nvidia-persistenced-failed-with-result-popos-01.log": {
+        n: ("systemd.nvidia_persistenced_failed", "driver") for n in (1, 2, 3)},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(USER_SPACE))
+def test_the_lines_of_the_programs_around_a_job_are_read(name: str) -> None:
+    path = GOLDEN / name
+    events = parse_bytes(path.read_bytes(), file=path.name, source=name.split("/")[0]).events
+    lines, texts = events.column("line").to_pylist(), pl.Series(events.column("message").to_pylist(), dtype=pl.String)
+    read = messages.frame(CATALOG, texts)
+    got = {lines[i]: (row, cause) for i, row, cause in read.select("i", "catalog", "cat_cause").iter_rows()}
+    assert got == USER_SPACE[name]
+
+
+@pytest.mark.parametrize(("name", "cause", "rule"), [
+    ("torch/shell-killed-bare-after-config-loaded-lte-01.log", "host_oom", "catalog:launchers.shell_killed"),
+    ("torch/shell-bus-error-core-dumped-pbg-docker-shm-01.log", "container_runtime", "catalog:launchers.shell_bus_error"),
+    ("torch/ldso-nvidia-container-cli-libnvidia-container-missing-01.log", "container_runtime",
+     "catalog:glibc.nvidia_container_library_missing"),
+])  # fmt: skip
+def test_a_shell_s_or_the_loader_s_line_alone_is_a_weak_diagnosis(tmp_path: Path, name: str, cause: str, rule: str) -> None:
+    """A job that printed nothing but the shell's job status or the loader's error: that line is the evidence,
+    and a weak one when it is the shell's (role context: SIGKILL and SIGBUS have other senders)."""
+    d = _diagnose_files(tmp_path, {"n/stderr.log": GOLDEN / name})
+    assert (d["root_cause"], d["rule"]) == (cause, rule)
+    assert d["confidence"] < (0.3 if "shell" in name else 0.6)
+
+
 # ---------------------------------------------------------------------------------------- emitters' defaults
 
 DEFAULTS = {d.id: d for d in CATALOG.defaults}

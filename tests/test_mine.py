@@ -94,7 +94,6 @@ KNOWN_MISSES = {
     "thermal-hubris-2361-cosmo-sp-overheat-poweroff": "thermal: a service processor's ring buffer (humility) that no source or catalog reads",
     "thermal-rocm-tf-414-radeon-vii-fan-stuck-memory-access-fault": "thermal: one AMD memory access fault line; the stuck fan is in the prose",
     # blind batch 2 (corpus/BLIND.md), misses left after this round:
-    "cr-gpuoperator-627-sandbox-device-plugin-glibc-232-not-found": "container_runtime: the loader's GLIBC_2.32 not found, in a device plugin's pod: no catalog reads ld.so",
     "drv-awsome-203-efa-libfabric-old-nccl219-register-mr-einval": "driver: the OFI plugin's register failure reads as the network; the old EFA installer is in the prose",
     "gpuhw-pai-4344-rminitadapter-0x26-one-gpu-missing": "gpu_hardware: RmInitAdapter failed reads as the driver's; the broken card is the maintainers' call",
     "net-nccl-697-socket-transport-over-docker-bridges-bond0": "network: NCCL INFO channels via NET/Socket over docker bridges, no WARN: no rule reads the interfaces chosen",
@@ -124,8 +123,6 @@ KNOWN_MISSES = {
     "cr-enroot-13-slurm-job-enroot-runtime-path-run-user-permission-denied": "container_runtime: one coreutils line, mkdir's Permission denied on /run/user/UID; enroot is named only in the prose",
     "cr-gpustack-4678-vllm-015-image-ldso-compat-libs-error-803": "container_runtime: error 803 at cudaGetDeviceCount reads as the driver's; the runtime's ldcache picking the image's compat libs is the reporter's analysis",
     "cr-whisperwebui-279-docker-desktop-wsl2-error-500-named-symbol": "container_runtime: error 500 (named symbol not found) reads as the program's; the Docker Desktop version is in the prose",
-    "hostoom-trtllm-191-baichuan13b-engine-build-killed-container-memory": "host_oom: a bare 'Killed' from the shell; no OOM line, and SIGKILL has other senders",
-    "nvlink-kata-13471-h200-tdx-guest-fm-topology-path-nvlink-inband-timeout": "nvlink: kata's NVRC 'timeout waiting for: FM starting NvLink Inband': no catalog of the guest's init",
     "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the board's; the bad riser is in the prose",
     # blind batch 7 (corpus/BLIND.md), misses at the commit it was scored at (7e0babd, and 1d91a0a):
     "bug-lightning-7027-slurm-multinode-all-ranks-local-rank-0-invalid-device-ordinal": "code_bug: no error line; every rank printing LOCAL_RANK: 0 is the bug, the invalid ordinal is in the prose",
