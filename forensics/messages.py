@@ -217,7 +217,9 @@ class Catalog:
         # 'out of memory'" is the fabric's failure, not the "CUDA error 2" a generic row reads inside it. A
         # wrapper that takes the inner message as a group (PyTorch's "CUDA initialization: %s", the container
         # CLI's "<stage> error: %s") or reads a code there does not: the inner row says more.
-        named = [h for h in hits if h.weight > 0 and h.code is None]
+        # A row that reads a message as harmless (no cause: NCCL's INFO that an optional plugin did not load, quoting
+        # dlopen's error) does the same: the inner reading is not what the program said.
+        named = [h for h in hits if h.code is None and (h.weight > 0 or not h.causes)]
         hits = [h for h in hits if not any(_inside(h, o) for o in named)]
         return max(hits, key=lambda h: (h.weight > 0, not h.id.startswith("code."), h.weight)) if hits else None
 
