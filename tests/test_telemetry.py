@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import forensics
 from forensics import output, sources
+from forensics.ingest import discover, incident
 from forensics.schema import SAMPLES
 
 from .conftest import GOLDEN, golden_cases
@@ -161,6 +162,24 @@ def test_wall_clock_times_are_read_in_the_incidents_zone() -> None:
     utc = sources.get("disks").parse(case.read_bytes(), file="x").samples
     assert str(paris.column("ts")[0].as_py()) == "2023-10-10 19:01:40+00:00"  # 21:01:40 CEST
     assert str(utc.column("ts")[0].as_py()) == "2023-10-10 21:01:40+00:00"
+
+
+def test_ingest_reads_iostat_and_sar_clocks_in_the_incidents_zone(tmp_path: Path) -> None:
+    """iostat's and sar's stamps are the machine's wall clock: ingest re-reads them in incident.toml's zone, as
+    it does the SEL's and dmesg -T's (real captures: the goldens below)."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "incident.toml").write_text('timezone = "Europe/Paris"\n')
+    for folder, name in (("disks", "sysstat-374-iostat-xt-12-mb-time-line-01.log"),
+                         ("nicstats", "sysstat-27-sar-n-dev-git-2014-two-reports-ifutil-01.log")):  # fmt: skip
+        (inc / "node1" / name).write_bytes((GOLDEN / folder / name).read_bytes())
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    first = {r["source"]: r["ts"] for r in reversed(t.samples.sort_by("line").to_pylist())}
+    assert str(first["disks"]) == "2023-10-10 19:01:40+00:00"  # 21:01:40 CEST
+    assert str(first["nicstats"]) == "2014-08-24 04:55:06+00:00"  # 06:55:06 CEST
+    iso = sources.get("disks").parse(b"2023-01-05T10:00:00+0100\nDevice r/s w/s %util\nsda 1.0 2.0 3.0\n",
+                                     file="x", timezone="Europe/Paris").samples  # fmt: skip  (SYNTHETIC, S_TIME_FORMAT=ISO)
+    assert str(iso.column("ts")[0].as_py()) == "2023-01-05 09:00:00+00:00"
 
 
 def test_an_idle_gpus_slow_link_is_a_note_and_a_narrow_one_a_warning() -> None:

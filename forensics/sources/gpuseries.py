@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from ..pci import canonical_bdf
 from ..schema import SAMPLES
-from . import derive, envelope, telemetry
+from . import derive, telemetry
 from .base import SourceResult
 
 NAME = "gpuseries"
@@ -137,7 +137,7 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
                               pl.lit("T00:00:00"))  # fmt: skip
     else:
         stamp = pl.lit(None, pl.String)  # -o T alone: a time of an unknown day
-    ts, _ = envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
+    ts, _ = telemetry.wall_clock(stamp, timezone)
     base = rows.with_columns(ts=ts, device=token(at["gpu"]))
     known = columns()["dmon"]
     parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
@@ -168,7 +168,7 @@ def query_samples(records: list[dict[str, Any]], *, source: str, file: str, inci
     frame = pl.DataFrame(out, schema={"line": pl.Int64, "stamp": pl.String, "gpu": pl.String, "device": pl.String,
                                       "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
     iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
-    ts, _ = envelope.to_utc(iso, pl.lit("iso"), year=None, timezone=timezone)
+    ts, _ = telemetry.wall_clock(iso, timezone)
     readings = frame.with_columns(ts=ts).select(list(telemetry.READINGS))
     return telemetry.samples_table(readings, source=source, file=file, incident=incident, host=host)
 

@@ -26,13 +26,13 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 import pyarrow as pa
 
 from ..schema import SAMPLES
 from ..text import split_lines
+from . import envelope
 from .base import SourceResult, events_table, template_expr, to_schema
 
 _TS = pl.Datetime("us", "UTC")
@@ -96,12 +96,40 @@ def number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def zone(timezone: str | None) -> ZoneInfo:
-    """The zone a machine's wall-clock times are read in: the incident's, else UTC (an unknown name: UTC)."""
-    try:
-        return ZoneInfo(timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
+def iso_stamp(date: pl.Expr, time: pl.Expr, form: str | tuple[str, ...]) -> pl.Expr:
+    """An ISO wall-clock stamp from a date column printed in ``form`` (or the first of several forms that
+    reads it) and a time column (null when the date is none: ``Pre-Init``, ``PostInit``); a 12-hour time
+    with ``AM``/``PM`` and a trailing zone name are read too. What :func:`wall_clock` reads.
+
+    >>> pl.select(iso_stamp(pl.lit("10/10/23"), pl.lit("09:01:40 PM"), ("%m/%d/%Y", "%m/%d/%y"))).item()
+    '2023-10-10T21:01:40'
+    """
+    forms = (form,) if isinstance(form, str) else form
+    # a 4-digit year form reads "10/10/23" as the year 23: try a form only where its year is as wide
+    day = pl.coalesce([date.str.strptime(pl.Date, f, strict=False) if "%Y" not in f else
+                       pl.when(date.str.contains(r"\d{4}")).then(date.str.strptime(pl.Date, f, strict=False))
+                       for f in forms])  # fmt: skip
+    hms = time.str.extract(r"(\d{1,2}:\d\d:\d\d)", 1)
+    pm = time.str.contains(r"(?i)\bPM\b")
+    am = time.str.contains(r"(?i)\bAM\b")
+    hour = hms.str.split(":").list.first().cast(pl.Int32, strict=False)
+    hour24 = pl.when(pm & (hour < 12)).then(hour + 12).when(am & (hour == 12)).then(0).otherwise(hour)
+    clock = pl.concat_str(hour24.cast(pl.String).str.zfill(2), pl.lit(":"), hms.str.split(":").list.slice(1).list.join(":"))
+    return pl.concat_str(day.dt.strftime("%Y-%m-%d"), pl.lit("T"), clock)
+
+
+def wall_clock(stamp: pl.Expr, timezone: str | None) -> tuple[pl.Expr, pl.Expr]:
+    """The UTC time of ISO stamps a machine printed, and how it was read (``ts_from``): with an offset exact
+    (``printed``); without one its wall clock, read in ``timezone`` (``local``) or, none given, as UTC
+    (``assumed``), which ingest re-reads in the incident's zone — the SEL, iostat, sar and nvidia-smi's
+    series are read as ``dmesg -T`` is (:func:`envelope.to_utc`). A source's ``LOCAL_TIME = True`` has
+    ingest re-read its samples' stamps.
+
+    >>> ts, how = wall_clock(pl.col("s"), "Europe/Paris")
+    >>> pl.DataFrame({"s": ["2023-10-10T21:01:40", "2023-10-10T21:01:40+0100"]}).select(ts, how).rows()[0][1]
+    'local'
+    """
+    return envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
 
 
 def other(line: int, text: str) -> Finding:
