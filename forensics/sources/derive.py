@@ -1,7 +1,8 @@
-"""Events derived from GPU series, as data (``data/telemetry_rules.toml``): a GPU at a slowdown temperature
+"""Events derived from series, as data (``data/telemetry_rules.toml``): a GPU at a slowdown temperature
 or rising 10 °C in 10 minutes, clocks held down by a thermal or power reason, power collapsing or over its
 limit, a PCIe link narrower than its maximum, replay or uncorrectable-ECC counters growing, utilization
-falling to near 0.
+falling to near 0; a disk's await high at full utilization (iostat); a NIC's errors or drops and an
+InfiniBand port's symbol errors or link-downed count growing (ethtool, ip, sar, perfquery).
 
 Each event sits on the reading that trips its rule and names the sample rows it rests on
 (``detail.samples``: ``file:line``), with ``detail.metric``, ``value``, ``device`` and the rule's figures.
@@ -32,8 +33,10 @@ _OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "sever
 
 @cache
 def rules() -> list[dict[str, Any]]:
-    """The rules of ``data/telemetry_rules.toml``."""
-    return tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))["rule"]
+    """The rules of ``data/telemetry_rules.toml``, one per metric (a rule may name several: ``metrics``)."""
+    data = tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))
+    return [{**{k: v for k, v in rule.items() if k != "metrics"}, "metric": metric}
+            for rule in data["rule"] for metric in rule.get("metrics", [rule.get("metric")])]  # fmt: skip
 
 
 def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: str | None = None) -> pl.DataFrame:
@@ -44,7 +47,7 @@ def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: st
     if samples.num_rows == 0:
         return pl.DataFrame(schema=_OUT)
     wanted = [r for r in rules() if r["kind"] not in skip]
-    metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
+    metrics = {r["metric"] for r in wanted} | {r[k] for r in wanted for k in ("peer", "and_metric") if k in r}
     wanted_rows = pc.is_in(samples.column("metric"), value_set=pa.array(sorted(metrics)))
     frame = pl.from_arrow(samples.filter(wanted_rows).select(["file", "line", "ts", "gpu", "device", "metric", "value"]))
     assert isinstance(frame, pl.DataFrame)
@@ -88,6 +91,11 @@ def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame], ts_from: st
                            rows=pl.concat_list("line"))  # fmt: skip
     else:
         raise ValueError(f"telemetry_rules.toml: unknown test {test!r}")
+    if "and_metric" in rule:  # and the same row's other reading at least so high (await at full utilization)
+        other = by_metric.get(rule["and_metric"], pl.DataFrame(schema={"key": pl.UInt32, "line": pl.Int64, "value": pl.Float64}))
+        other = other.select("key", "line", also=pl.col("value"))
+        s = s.join(other, on=["key", "line"], how="left").sort("key", "line")
+        s = s.with_columns(hit=pl.col("hit") & (pl.col("also") >= rule["and_at_least"]))
     # a condition that holds over consecutive readings is one event, at its start
     start = s.with_columns(hit=pl.col("hit").fill_null(False)).filter(
         pl.col("hit") & ~pl.col("hit").shift(1).over(by_key).fill_null(False))
@@ -114,9 +122,10 @@ def _rise(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
 def _rows(hits: pl.DataFrame, rule: dict[str, Any], ts_from: str | None) -> pl.DataFrame:
     out = []
     for r in hits.iter_rows(named=True):
-        figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask") if r.get(k) is not None}
-        message = rule["says"].format_map(_Defaults(figures))
-        detail = {"metric": rule["metric"], "device": r.get("device"), **figures, "rule": rule["test"],
+        figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask", "also") if r.get(k) is not None}
+        message = rule["says"].format_map(_Defaults({**figures, "device": r.get("device") or "?", "metric": rule["metric"]}))
+        shown = {rule.get("and_metric", k) if k == "also" else k: v for k, v in figures.items()}  # util_pct, not also
+        detail = {"metric": rule["metric"], "device": r.get("device"), **shown, "rule": rule["test"],
                   "samples": [f"{r['file']}:{n}" for n in dict.fromkeys(r["rows"] or []) if n is not None],
                   "ts_from": ts_from if r["ts"] is not None else None}
         out.append({"line": r["line"], "ts": r["ts"], "gpu": r.get("gpu"), "kind": rule["kind"],

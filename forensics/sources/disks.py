@@ -28,8 +28,8 @@ Events ``disk.smart``, one per device and output: ``critical`` when the health s
 (or a SAS health other than OK), ``error`` when an attribute is ``FAILING_NOW``, the NVMe critical warning
 is non-zero (its bits named: ``spare``, ``temperature``, ``reliability``, ``read_only``,
 ``volatile_backup``, ``pmr_read_only``) or media errors are counted, ``warning`` when reallocated,
-pending or offline-uncorrectable sectors are non-zero. iostat gives no event (await high at full
-utilization is a derived event over its series).
+pending or offline-uncorrectable sectors are non-zero. iostat's series gives ``disk.await_high``
+(``notice``: await ≥ 200 ms at ≥ 95 % utilization, a rule of ``data/telemetry_rules.toml``).
 
 Example::
 
@@ -175,7 +175,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records += sum(1 for d in disks if d.touched)  # iostat's reports are counted as their heads are read
     findings += [f for d in disks if (f := d.finding()) is not None]
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table,
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
 
 
 _IOSTAT_ANY = re.compile(rb"(?m)^Device:?[ \t]")

@@ -16,8 +16,9 @@ it, so it is taken from the command line before the output when there is one.
 
 Events: ``net.link`` ``error`` for an interface administratively ``UP`` without carrier (``NO-CARRIER``,
 ``state DOWN`` or ``LOWERLAYERDOWN``): a cable, an optic or the switch port. An interface set down
-(no ``UP`` flag) gives none: that is a choice, not a fault. Counters give no event here (their growth
-between samples is a derived event).
+(no ``UP`` flag) gives none: that is a choice, not a fault. Counters growing between two readings of
+one device (errors ``warning``, drops ``notice``) and sar's error rates at 1/s or more give
+``net.errors_rising`` (rules of ``data/telemetry_rules.toml``).
 
 Example::
 
@@ -142,7 +143,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records += sar.records
     readings = _dated(readings, timezone)
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines,
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
 
 
 class _Sar:

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from ..schema import SAMPLES
 from ..text import split_lines
-from . import envelope
+from . import derive, envelope
 from .base import SourceResult, events_table, template_expr, to_schema
 
 _TS = pl.Datetime("us", "UTC")
@@ -140,12 +140,14 @@ def other(line: int, text: str) -> Finding:
 def result(readings: list[Reading], findings: list[Finding], *, lines: int, records: int, unparsed: int,
            source: str, file: str, incident: str = "", host: str | None = None, error: str | None = None,
            invalid_utf8_lines: int = 0, text: list[str] | None = None,
-           frame: pl.DataFrame | None = None) -> SourceResult:  # fmt: skip
+           frame: pl.DataFrame | None = None, derive_from: str | None = None) -> SourceResult:  # fmt: skip
     """The ``events`` and ``samples`` tables of one file, in line order. Given the file's ``text`` (its
     lines), a derived event's message is its summary followed by the lines it was read from, as printed:
     the message catalogs read those lines (``State: Down``, ``… test result: FAILED!``) whatever the summary.
     A source that reads its series vectorized gives them as ``frame`` (columns line, ts, gpu, device, metric,
-    value, unit) beside its ``readings``."""
+    value, unit) beside its ``readings``. Given ``derive_from`` (``local``, ``assumed``: how the stamps were
+    read), the events the rules of ``data/telemetry_rules.toml`` derive from the samples are added
+    (:mod:`.derive`)."""
     samples = pa.Table.from_pylist(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": r.line, "ts": r.ts,
           "gpu": r.gpu, "device": r.device, "metric": r.metric, "value": r.value, "unit": r.unit}
@@ -170,6 +172,9 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
                                ensure_ascii=False)}
          for f in findings]
     )  # fmt: skip
+    if derive_from is not None and (derived := derive.events(samples, ts_from=derive_from)).height:
+        more = events_frame(derived, source=source, file=file, incident=incident, host=host)
+        events = pa.concat_tables([events, more]).sort_by("line")
     return SourceResult(events, lines=lines, records=records, unparsed=unparsed, error=error,
                         invalid_utf8_lines=invalid_utf8_lines, samples=samples)  # fmt: skip
 
