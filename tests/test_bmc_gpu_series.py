@@ -480,3 +480,14 @@ def test_heat_or_a_power_collapse_before_the_failure() -> None:
     assert _rule(HOT, XID79) == ("thermal", "thermal-then-off-bus")
     assert _rule(DROP, TIMEOUT) == ("power", "power-collapse-then-timeout")
     assert _rule(DROP, XID79, TIMEOUT)[1] != "power-collapse-then-timeout"
+
+
+@pytest.mark.parametrize("case", sorted((Path(__file__).parent / "golden" / "gpuseries").glob("*.log"))[:4], ids=lambda p: p.stem)
+def test_dmon_read_in_small_chunks_gives_the_same_rows(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk's rows take the header of the chunk before (real captures, cut every ~200 bytes)."""
+    whole = gpuseries.parse(case.read_bytes(), file="d")
+    monkeypatch.setattr(gpuseries, "CHUNK_BYTES", 200)
+    cut = gpuseries.parse(case.read_bytes(), file="d")
+    key = ["line", "metric"]
+    assert pl.from_arrow(cut.samples).sort(key).equals(pl.from_arrow(whole.samples).sort(key))  # type: ignore[union-attr]
+    assert cut.events.equals(whole.events) and (cut.lines, cut.records, cut.unparsed) == (whole.lines, whole.records, whole.unparsed)

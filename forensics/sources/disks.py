@@ -191,11 +191,12 @@ def _iostat_frame(numbered_lines: pl.DataFrame, timezone: str | None) -> tuple[p
     t = pl.col("text")
     stripped = t.str.strip_chars()
     head = t.str.contains(r"^Device:?\s+\S.*(?:%util|\btps\b)")
-    df = numbered_lines.select(
-        "line", "text", head=head,
-        cols=pl.when(head).then(t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ").str.strip_chars())
-        .when(stripped == "").then(pl.lit("")).forward_fill(),
-    )  # fmt: skip
+    df = numbered_lines.with_columns(head=head)
+    # each head's columns, computed on the head lines alone (a when/then computes its branch on every row)
+    heads = df.filter("head").select("line", named=t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ")
+                                     .str.strip_chars())  # fmt: skip
+    df = df.join(heads, on="line", how="left", maintain_order="left").select(
+        "line", "text", "head", cols=pl.when("head").then("named").when(stripped == "").then(pl.lit("")).forward_fill())
     # the time lines, as the SEL's stamps are read (telemetry.wall_clock): "10/10/23 09:01:40 PM" a wall clock,
     # S_TIME_FORMAT=ISO's "2023-01-05T10:00:00+0100" exact
     iso = stripped.str.contains(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d{4}|Z)?$")
@@ -207,16 +208,21 @@ def _iostat_frame(numbered_lines: pl.DataFrame, timezone: str | None) -> tuple[p
     stamps = df.filter(dated).select("line", iso=stamp).select("line", stamp=ts).drop_nulls("stamp")
     df = df.join(stamps, on="line", how="left", maintain_order="left").with_columns(ts=pl.col("stamp").forward_fill())
     number = r"-?[0-9]+(?:[.,][0-9]+)?"  # ASCII digits: a row of other digits is the loop's (Python reads them)
-    norm = t.str.replace_all(r"\s+", " ").str.strip_chars()
+    norm = t.str.replace_all(r"[ \t\r\f\v]+", " ").str.strip_chars()  # (ASCII spaces: cheaper; a row with others is the loop's)
     inside = df.filter(~pl.col("head") & (pl.col("cols").fill_null("") != "")).with_columns(norm=norm)
     parts, taken = [], []
     for (cols,), block in inside.group_by("cols", maintain_order=True):
         names = str(cols).split(" ")
         # a device and one number per column, as the loop's split() and _numbers() read a row
-        rows = block.filter(pl.col("norm").str.contains(rf"^\S+(?: {number}){{{len(names)}}}$"))
+        # (a repeat count in the pattern costs a state per repeat: count the spaces instead)
+        rows = block.filter((pl.col("norm").str.count_matches(" ", literal=True) == len(names))
+                            & pl.col("norm").str.contains(rf"^\S+(?: {number})+$"))  # fmt: skip
         taken.append(rows.select("line"))
         cells = rows.select("line", "ts", split=pl.col("norm").str.split_exact(" ", len(names))).unnest("split")
-        named = {name: pl.col(f"field_{i + 1}").str.replace(",", ".").cast(pl.Float64, strict=False) for i, name in enumerate(names)}
+        comma = rows.get_column("norm").str.contains(",", literal=True).any()  # a locale's decimal comma
+        field = [pl.col(f"field_{i + 1}") for i in range(len(names))]
+        named = {name: (f.str.replace(",", ".", literal=True) if comma else f).cast(pl.Float64, strict=False)
+                 for name, f in zip(names, field, strict=True)}  # fmt: skip
         metrics = [(metric, named[col], _unit(metric)) for col, metric in _IOSTAT.items() if col in named]
         if "await" not in named and {"r_await", "w_await", "r/s", "w/s"} <= set(named):
             ops = named["r/s"] + named["w/s"]
@@ -226,7 +232,7 @@ def _iostat_frame(numbered_lines: pl.DataFrame, timezone: str | None) -> tuple[p
                                unit=pl.lit(unit, pl.String), order=pl.lit(k))
                   for k, (metric, value, unit) in enumerate(metrics)]  # fmt: skip
     # the lines read here, and those the loop would only pass over: blank lines, iostat's banner and CPU lines
-    cpu = df.filter(t.shift(1).str.starts_with("avg-cpu:") & norm.str.contains(rf"^{number}(?: {number})*$"))
+    cpu = df.filter(t.shift(1).str.starts_with("avg-cpu:")).filter(norm.str.contains(rf"^{number}(?: {number})*$"))
     quiet = pl.col("stamp").is_not_null() | (stripped == "") | t.str.contains(r"^(?:avg-cpu:|Linux \S+ \()")
     rest = (df.join(pl.concat([*taken, cpu.select("line")]), on="line", how="anti")
             .filter(~quiet).get_column("line").to_list())  # fmt: skip

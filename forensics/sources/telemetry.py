@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -96,6 +97,24 @@ def number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def line_chunks(data: bytes, size: int) -> Iterator[bytes]:
+    """``data`` in chunks of whole lines of about ``size`` bytes (a line longer than that is a chunk of its own).
+    For series whose records are one line each (dmon rows); a job log's records span lines (``chunks``).
+
+    >>> list(line_chunks(b"a\\nbb\\nc", 2))
+    [b'a\\n', b'bb\\n', b'c']
+    """
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + size) + 1
+        if end <= start:  # no line end within size: the line that is there, whole
+            end = data.find(b"\n", start + size) + 1 or len(data)
+        if start + size >= len(data):
+            end = len(data)
+        yield data[start:end]
+        start = end
+
+
 def iso_stamp(date: pl.Expr, time: pl.Expr, form: str | tuple[str, ...]) -> pl.Expr:
     """An ISO wall-clock stamp from a date column printed in ``form`` (or the first of several forms that
     reads it) and a time column (null when the date is none: ``Pre-Init``, ``PostInit``); a 12-hour time
@@ -157,7 +176,7 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
     if frame is not None and frame.height:
         more = samples_table(frame.select(list(READINGS)).cast(READINGS), source=source, file=file,  # type: ignore[arg-type]
                              incident=incident, host=host)  # fmt: skip
-        samples = pa.concat_tables([samples, more]).sort_by("line")
+        samples = pa.concat_tables([samples, more]).sort_by("line") if samples.num_rows else more
     findings = sorted(findings, key=lambda f: f.line)
     if text is not None:
         for f in findings:
