@@ -302,6 +302,8 @@ KINDS: frozenset[str] = frozenset(
         "bmc.gpu",  # added (issue 34, sources/sel.py): a BMC record about a GPU (a sensor named for one)
         # added (issue 34, data/telemetry_rules.toml): derived from a GPU's series
         "gpu.temp_rise", "gpu.power_drop", "gpu.util_drop",
+        # added (issue 34, data/telemetry_rules.toml): a disk saturated (iostat), NIC or InfiniBand error counters growing
+        "disk.await_high", "net.errors_rising",
         # added (issue 35): a thread's stack and a fatal signal in a dump (sources/stacks.py), a full file
         # system (df), the NVLink fabric state of nvidia-smi -q
         "proc.stack", "proc.signal", "fs.full", "gpu.fabric",

@@ -433,3 +433,61 @@ def test_verbose_sensor_records_are_read_by_the_grammar() -> None:
     got = _events(r)
     assert [(e["line"], e["kind"], e["severity"]) for e in got] == [(1, "bmc.thermal", "error"), (7, "unparsed", "warning")]
     assert got[0]["detail"]["threshold"] == 95.0 and (r.records, r.unparsed) == (2, 1)
+
+
+# ------------------------------------------------------------- telemetry before the failure (telemetry_chains.toml)
+# Hand-made incidents (SYNTHETIC events, one minute apart unless a `ts` is given), each event in the form the
+# source that derives it writes (data/telemetry_rules.toml; tests/test_telemetry.py derives them from input).
+
+NARROW = {"source": "gpuseries", "file": "h/query.csv", "kind": "gpu.pcie_degraded", "severity": "warning",
+          "gpu": "0000:3b:00.0", "message": "PCIe link x8, below its maximum x16"}  # fmt: skip
+IB_ERRORS = {"source": "ibcounters", "file": "h/perfquery.txt", "kind": "net.errors_rising", "severity": "warning",
+             "message": "InfiniBand lid 3/1: symbol_errors grew to 57 (from 0)"}  # fmt: skip
+NIC_DROPS = {**IB_ERRORS, "source": "nicstats", "severity": "notice", "message": "ib0: rx_drops grew to 5 (from 0)"}
+NCCL_IB = {"source": "nccl", "file": "h/train.log", "kind": "nccl.net_error", "severity": "error",
+           "message": "NET/IB : Got completion from peer 10.0.0.2<51234> with status=12 opcode=0 len=0 vendor err 129",
+           "detail": '{"layer": "fabric"}'}  # fmt: skip
+SLOW_DISK = {"source": "disks", "file": "h/iostat.txt", "kind": "disk.await_high", "severity": "notice",
+             "message": "disk nvme0n1: await 218.4 ms at 99.8 % utilization (saturated)"}  # fmt: skip
+IDLE = {"source": "gpuseries", "file": "h/dmon.txt", "kind": "gpu.util_drop", "severity": "notice",
+        "gpu": "0000:3b:00.0", "message": "GPU utilization fell to 0 % from a median of 97 %"}  # fmt: skip
+LATE = {"ts": T0 + timedelta(hours=3)}
+
+
+def test_a_link_trained_down_before_the_failure_is_pcie_link() -> None:
+    assert _rule(NARROW, XID79) == ("pcie_link", "link-downtrained-then-off-bus")
+    assert _rule(NARROW, TIMEOUT) == ("pcie_link", "link-downtrained-then-timeout")
+    assert _rule({**NARROW, "severity": "info"}, XID79)[0] != "pcie_link"  # an idle GPU's slow link: no fault
+    assert _rule(XID79, NARROW)[1] != "link-downtrained-then-off-bus"  # after the drop it explains nothing
+
+
+def test_fabric_errors_growing_before_nccl_fails_are_network() -> None:
+    assert _rule(IB_ERRORS, NCCL_IB) == ("network", "fabric-errors-then-nccl-error")
+    assert _rule(IB_ERRORS, TIMEOUT) == ("network", "fabric-errors-then-timeout")
+    assert _rule(NIC_DROPS, TIMEOUT) == ("hang", "watchdog-timeout")  # drops alone are a notice, not a fault
+    assert _rule(IB_ERRORS, {**TIMEOUT, **LATE}) == ("hang", "watchdog-timeout")  # hours before: history
+
+
+def test_a_saturated_disk_before_a_stall_is_storage() -> None:
+    assert _rule(SLOW_DISK, IDLE, TIMEOUT) == ("storage", "disk-saturated-then-gpus-idle-then-stall")
+    assert _rule(SLOW_DISK, TIMEOUT) == ("storage", "disk-saturated-then-stall")
+    assert _rule(SLOW_DISK)[0] != "storage"  # a busy disk and no failure: nothing to explain
+    assert _rule(TIMEOUT, SLOW_DISK) == ("hang", "watchdog-timeout")
+
+
+def test_heat_or_a_power_collapse_before_the_failure() -> None:
+    assert _rule(RISE, XID79) == ("thermal", "thermal-then-off-bus")
+    assert _rule(HOT, XID79) == ("thermal", "thermal-then-off-bus")
+    assert _rule(DROP, TIMEOUT) == ("power", "power-collapse-then-timeout")
+    assert _rule(DROP, XID79, TIMEOUT)[1] != "power-collapse-then-timeout"
+
+
+@pytest.mark.parametrize("case", sorted((Path(__file__).parent / "golden" / "gpuseries").glob("*.log"))[:4], ids=lambda p: p.stem)
+def test_dmon_read_in_small_chunks_gives_the_same_rows(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk's rows take the header of the chunk before (real captures, cut every ~200 bytes)."""
+    whole = gpuseries.parse(case.read_bytes(), file="d")
+    monkeypatch.setattr(gpuseries, "CHUNK_BYTES", 200)
+    cut = gpuseries.parse(case.read_bytes(), file="d")
+    key = ["line", "metric"]
+    assert pl.from_arrow(cut.samples).sort(key).equals(pl.from_arrow(whole.samples).sort(key))  # type: ignore[union-attr]
+    assert cut.events.equals(whole.events) and (cut.lines, cut.records, cut.unparsed) == (whole.lines, whole.records, whole.unparsed)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import forensics
 from forensics import output, sources
+from forensics.ingest import discover, incident
 from forensics.schema import SAMPLES
 
 from .conftest import GOLDEN, golden_cases
@@ -155,12 +156,93 @@ def test_dcgm_blank_values_are_no_reading_and_field_ids_join_old_and_new_names()
     assert (xid["code"], json.loads(xid["detail"])["text"]) == (79, "GPU has fallen off the bus")
 
 
+# ------------------------------------------------------------- events derived from disk, NIC and fabric series
+# (data/telemetry_rules.toml). No real capture in tests/golden shows a disk at 200 ms or a counter growing
+# between two readings (their goldens give no derived event: test_golden), so these inputs are SYNTHETIC,
+# each in the printed layout of the tool it names.
+
+IOSTAT_SLOW = """Linux 3.10.0-862.6.3.el7.x86_64 (gpu07)        11/15/2018      _x86_64_        (24 CPU)
+
+11/15/2018 10:35:34 AM
+Device:         rrqm/s   wrqm/s     r/s     w/s    rkB/s    wkB/s avgrq-sz avgqu-sz   await r_await w_await  svctm  %util
+sda               0.10     5.23    1.57    8.74   108.07   179.64    55.81     0.08    8.05    1.61    9.21   1.58   1.63
+nvme0n1           0.00     0.00  310.00    2.00 39680.00    16.00   254.46    68.20  218.40  219.10  110.00   3.20  99.80
+
+11/15/2018 10:35:39 AM
+Device:         rrqm/s   wrqm/s     r/s     w/s    rkB/s    wkB/s avgrq-sz avgqu-sz   await r_await w_await  svctm  %util
+sda               0.10     5.23    1.57    8.74   108.07   179.64    55.81     0.08  250.05    1.61    9.21   1.58  41.63
+nvme0n1           0.00     0.00  305.00    2.00 39040.00    16.00   254.40    70.10  231.90  232.60  105.00   3.25 100.00
+"""  # SYNTHETIC, sysstat 10 `iostat -xt 5` layout (tests/golden/disks/icehe-…)
+
+
+def test_a_disk_at_200_ms_and_full_utilization_is_saturated_once() -> None:
+    r = sources.get("disks").parse(IOSTAT_SLOW.encode(), file="io", timezone="Europe/Paris")
+    [e] = [e for e in r.events.to_pylist() if e["kind"] == "disk.await_high"]
+    detail = json.loads(e["detail"])
+    assert (e["line"], e["severity"], str(e["ts"])) == (6, "notice", "2018-11-15 09:35:34+00:00")
+    assert detail | {"ts_from": None} == {"metric": "await_ms", "device": "nvme0n1", "value": 218.4, "limit": 200.0,
+                                          "util_pct": 99.8, "rule": "at_least", "samples": ["io:6"], "ts_from": None}
+    # sda at 250 ms but 42 % busy is slow, not saturated; nvme0n1 still saturated 5 s later is the same event
+
+
+def test_fabric_and_nic_error_counters_growing_between_readings() -> None:
+    perfquery = ("# Port counters: Lid 3 port 1 (CapMask: 0x1400)\n"
+                 "SymbolErrorCounter:..............0\nLinkDownedCounter:...............0\n"
+                 "# Port counters: Lid 3 port 1 (CapMask: 0x1400)\n"
+                 "SymbolErrorCounter:..............57\nLinkDownedCounter:...............2\n")  # SYNTHETIC, perfquery 1.6 layout
+    got = [(e["line"], e["kind"], e["severity"], e["message"])
+           for e in sources.get("ibcounters").parse(perfquery.encode(), file="pq").events.to_pylist()]  # fmt: skip
+    assert got == [(5, "net.errors_rising", "warning", "InfiniBand lid 3/1: symbol_errors grew to 57 (from 0)"),
+                   (6, "net.errors_rising", "warning", "InfiniBand lid 3/1: link_downed grew to 2 (from 0)")]
+    ip = ("2: ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 qdisc mq state UP mode DEFAULT group default qlen 256\n"
+          "    RX: bytes  packets  errors  dropped overrun mcast\n    9000       90       3       0       0       0\n"
+          "    TX: bytes  packets  errors  dropped carrier collsns\n    8000       80       0       0       0       0\n"
+          "2: ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 qdisc mq state UP mode DEFAULT group default qlen 256\n"
+          "    RX: bytes  packets  errors  dropped overrun mcast\n    9900       99      41       5       0       0\n"
+          "    TX: bytes  packets  errors  dropped carrier collsns\n    8800       88       0       0       0       0\n")  # SYNTHETIC, iproute2 4.x
+    events = sources.get("nicstats").parse(ip.encode(), file="ip").events.to_pylist()
+    rising = [(e["line"], e["severity"], json.loads(e["detail"])["metric"]) for e in events if e["kind"] == "net.errors_rising"]
+    assert rising == [(8, "warning", "rx_errors"), (8, "notice", "rx_drops")]
+    [errors] = [json.loads(e["detail"]) for e in events if json.loads(e["detail"]).get("metric") == "rx_errors"]
+    assert (errors["samples"], errors["before"], errors["value"]) == (["ip:3", "ip:8"], 3.0, 41.0)
+
+
+def test_sar_error_rates_are_errors_rising_and_a_quiet_edev_report_is_not() -> None:
+    edev = ("Linux 4.18.0 (gpu07) \t05/06/24 \t_x86_64_\t(64 CPU)\n\n"
+            "10:00:01        IFACE   rxerr/s   txerr/s    coll/s  rxdrop/s  txdrop/s  txcarr/s  rxfram/s  rxfifo/s  txfifo/s\n"
+            "10:00:06         eth0      0.00      0.00      0.00      0.00      0.00      0.00      0.00      0.00      0.00\n"
+            "10:00:11         eth0     12.40      0.00      0.00      0.00      0.00      0.00      0.00      0.00      0.00\n")  # SYNTHETIC, sysstat 11 `sar -n EDEV 5`
+    [e] = [e for e in sources.get("nicstats").parse(edev.encode(), file="s").events.to_pylist() if e["kind"] != "other"]
+    assert (e["line"], e["kind"], e["message"]) == (5, "net.errors_rising", "eth0: rx_errors_per_s 12.4")
+    quiet = GOLDEN / "nicstats" / "sysstat-tests-sar-n-dev-edev-11.6.5-data-01.log"
+    assert not [e for e in sources.get("nicstats").parse(quiet.read_bytes(), file="q").events.to_pylist()
+                if e["kind"] == "net.errors_rising"]  # fmt: skip
+
+
 def test_wall_clock_times_are_read_in_the_incidents_zone() -> None:
     case = GOLDEN / "disks" / "sysstat-374-iostat-xt-12-mb-time-line-01.log"
     paris = sources.get("disks").parse(case.read_bytes(), file="x", timezone="Europe/Paris").samples
     utc = sources.get("disks").parse(case.read_bytes(), file="x").samples
     assert str(paris.column("ts")[0].as_py()) == "2023-10-10 19:01:40+00:00"  # 21:01:40 CEST
     assert str(utc.column("ts")[0].as_py()) == "2023-10-10 21:01:40+00:00"
+
+
+def test_ingest_reads_iostat_and_sar_clocks_in_the_incidents_zone(tmp_path: Path) -> None:
+    """iostat's and sar's stamps are the machine's wall clock: ingest re-reads them in incident.toml's zone, as
+    it does the SEL's and dmesg -T's (real captures: the goldens below)."""
+    inc = tmp_path / "inc"
+    (inc / "node1").mkdir(parents=True)
+    (inc / "incident.toml").write_text('timezone = "Europe/Paris"\n')
+    for folder, name in (("disks", "sysstat-374-iostat-xt-12-mb-time-line-01.log"),
+                         ("nicstats", "sysstat-27-sar-n-dev-git-2014-two-reports-ifutil-01.log")):  # fmt: skip
+        (inc / "node1" / name).write_bytes((GOLDEN / folder / name).read_bytes())
+    t = incident.read_incident(discover.find_incidents([inc]).incidents[0])
+    first = {r["source"]: r["ts"] for r in reversed(t.samples.sort_by("line").to_pylist())}
+    assert str(first["disks"]) == "2023-10-10 19:01:40+00:00"  # 21:01:40 CEST
+    assert str(first["nicstats"]) == "2014-08-24 04:55:06+00:00"  # 06:55:06 CEST
+    iso = sources.get("disks").parse(b"2023-01-05T10:00:00+0100\nDevice r/s w/s %util\nsda 1.0 2.0 3.0\n",
+                                     file="x", timezone="Europe/Paris").samples  # fmt: skip  (SYNTHETIC, S_TIME_FORMAT=ISO)
+    assert str(iso.column("ts")[0].as_py()) == "2023-01-05 09:00:00+00:00"
 
 
 def test_an_idle_gpus_slow_link_is_a_note_and_a_narrow_one_a_warning() -> None:

@@ -1,7 +1,8 @@
-"""Events derived from GPU series, as data (``data/telemetry_rules.toml``): a GPU at a slowdown temperature
+"""Events derived from series, as data (``data/telemetry_rules.toml``): a GPU at a slowdown temperature
 or rising 10 °C in 10 minutes, clocks held down by a thermal or power reason, power collapsing or over its
 limit, a PCIe link narrower than its maximum, replay or uncorrectable-ECC counters growing, utilization
-falling to near 0.
+falling to near 0; a disk's await high at full utilization (iostat); a NIC's errors or drops and an
+InfiniBand port's symbol errors or link-downed count growing (ethtool, ip, sar, perfquery).
 
 Each event sits on the reading that trips its rule and names the sample rows it rests on
 (``detail.samples``: ``file:line``), with ``detail.metric``, ``value``, ``device`` and the rule's figures.
@@ -32,8 +33,10 @@ _OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "sever
 
 @cache
 def rules() -> list[dict[str, Any]]:
-    """The rules of ``data/telemetry_rules.toml``."""
-    return tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))["rule"]
+    """The rules of ``data/telemetry_rules.toml``, one per metric (a rule may name several: ``metrics``)."""
+    data = tomllib.loads(resources.files("forensics.data").joinpath("telemetry_rules.toml").read_text("utf-8"))
+    return [{**{k: v for k, v in rule.items() if k != "metrics"}, "metric": metric}
+            for rule in data["rule"] for metric in rule.get("metrics", [rule.get("metric")])]  # fmt: skip
 
 
 def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: str | None = None) -> pl.DataFrame:
@@ -44,7 +47,7 @@ def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: st
     if samples.num_rows == 0:
         return pl.DataFrame(schema=_OUT)
     wanted = [r for r in rules() if r["kind"] not in skip]
-    metrics = {r["metric"] for r in wanted} | {r["peer"] for r in wanted if "peer" in r}
+    metrics = {r["metric"] for r in wanted} | {r[k] for r in wanted for k in ("peer", "and_metric") if k in r}
     wanted_rows = pc.is_in(samples.column("metric"), value_set=pa.array(sorted(metrics)))
     frame = pl.from_arrow(samples.filter(wanted_rows).select(["file", "line", "ts", "gpu", "device", "metric", "value"]))
     assert isinstance(frame, pl.DataFrame)
@@ -61,62 +64,93 @@ def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame], ts_from: st
     s = by_metric[rule["metric"]]
     if s.height == 0:
         return pl.DataFrame(schema=_OUT)
-    v, by_key = pl.col("value"), ("key",)
-    prev_line = pl.col("line").shift(1).over(by_key)
+    # each series is sorted by key and line: a reading's predecessor is the row before when that row has the same
+    # key (shifts and masks, not windows over the key: a window partitions every row)
+    v, key, line = pl.col("value"), pl.col("key"), pl.col("line")
+    same = (key == key.shift(1)).fill_null(False)
+    prev_line = pl.when(same).then(line.shift(1))
+    rows = ["line"]  # the columns naming the sample rows of an event, built for the hits only
     test = rule["test"]
     if test == "at_least":
-        s = s.with_columns(hit=v >= rule["value"], limit=pl.lit(float(rule["value"])), rows=pl.concat_list("line"))
+        s = s.with_columns(hit=v >= rule["value"], limit=pl.lit(float(rule["value"])))
     elif test == "mask":
         bits = sum(rule["bits"])
-        s = s.with_columns(hit=(v.cast(pl.Int64) & bits) != 0, mask=v.cast(pl.Int64), rows=pl.concat_list("line"))
+        s = s.with_columns(hit=(v.cast(pl.Int64) & bits) != 0, mask=v.cast(pl.Int64))
     elif test == "grow":
-        before = v.shift(1).over(by_key)
-        s = s.with_columns(hit=v > before, before=before, rows=pl.concat_list(prev_line, "line"))
+        before = pl.when(same).then(v.shift(1))
+        s = s.with_columns(hit=v > before, before=before, prev_line=prev_line)
+        rows = ["prev_line", "line"]
     elif test == "collapse":
-        median = v.shift(1).rolling_median(rule["window"], min_samples=min(3, rule["window"])).over(by_key)
-        first = pl.col("line").shift(rule["window"]).over(by_key).fill_null(pl.col("line").first().over(by_key))
-        s = s.with_columns(hit=(median >= rule["from_at_least"]) & (v <= median * rule["fraction"]), before=median,
-                           rows=pl.concat_list(first, prev_line, "line"))  # fmt: skip
+        s = _collapse(s, rule).with_columns(prev_line=prev_line)
+        rows = ["first_line", "prev_line", "line"]
     elif test == "rise":
         s = _rise(s, rule)
+        rows = ["low_line", "line"]
     elif test in ("over_peer", "below_peer"):
         if rule["peer"] not in by_metric:
             return pl.DataFrame(schema=_OUT)
         peer = by_metric[rule["peer"]].select("key", "line", limit="value", peer_line="line")
         s = s.join(peer, on=["key", "line"], how="inner").sort("key", "line")
-        s = s.with_columns(hit=(v > pl.col("limit")) if test == "over_peer" else (v < pl.col("limit")),
-                           rows=pl.concat_list("line"))  # fmt: skip
+        s = s.with_columns(hit=(v > pl.col("limit")) if test == "over_peer" else (v < pl.col("limit")))
     else:
         raise ValueError(f"telemetry_rules.toml: unknown test {test!r}")
+    if "and_metric" in rule:  # and the same row's other reading at least so high (await at full utilization)
+        other = by_metric.get(rule["and_metric"], pl.DataFrame(schema={"key": pl.UInt32, "line": pl.Int64, "value": pl.Float64}))
+        other = other.select("key", "line", also=pl.col("value"))
+        s = s.join(other, on=["key", "line"], how="left").sort("key", "line")
+        s = s.with_columns(hit=pl.col("hit") & (pl.col("also") >= rule["and_at_least"]))
     # a condition that holds over consecutive readings is one event, at its start
-    start = s.with_columns(hit=pl.col("hit").fill_null(False)).filter(
-        pl.col("hit") & ~pl.col("hit").shift(1).over(by_key).fill_null(False))
-    return _rows(start, rule, ts_from)
+    hit = pl.col("hit").fill_null(False)
+    same = (key == key.shift(1)).fill_null(False)  # (again: a join may have dropped rows)
+    start = s.filter(hit & ~(same & hit.shift(1).fill_null(False)))
+    return _rows(start.with_columns(rows=pl.concat_list(rows)), rule, ts_from)
+
+
+def _collapse(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
+    """Each reading against the median of the (up to) ``window`` readings of the same key before it (at least 3).
+    The k-th reading of a key (k < window) takes the median of the k before it: a rolling median of each width
+    k over the whole sorted column, picked by the reading's place in its key."""
+    window, least = rule["window"], min(3, rule["window"])
+    v, key, line = pl.col("value"), pl.col("key"), pl.col("line")
+    index = pl.int_range(pl.len(), dtype=pl.Int64)
+    start = pl.when((key != key.shift(1)).fill_null(True)).then(index).forward_fill()
+    s = s.with_columns(place=index - start, first_line=pl.when((key != key.shift(1)).fill_null(True)).then(line).forward_fill())
+    place = pl.col("place")
+    median = pl.when(place >= window).then(v.shift(1).rolling_median(window, min_samples=window))
+    for k in range(least, window):
+        median = median.when(place == k).then(v.shift(1).rolling_median(k, min_samples=k))
+    first = pl.when(place >= window).then(line.shift(window)).otherwise(pl.col("first_line"))
+    s = s.with_columns(before=median).with_columns(first_line=first)
+    return s.with_columns(hit=(pl.col("before") >= rule["from_at_least"]) & (v <= pl.col("before") * rule["fraction"]))
 
 
 def _rise(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
     """Each reading against the lowest one of the same GPU within ``within_s`` seconds before it."""
     timed = s.filter(pl.col("ts").is_not_null()).sort("key", "ts")
     if timed.height == 0:
-        return s.with_columns(hit=pl.lit(False), rows=pl.concat_list("line"))
-    window = f"{int(rule['within_s'])}s"
-    low = timed.with_columns(low=pl.col("value").rolling_min_by("ts", window_size=window, closed="both").over("key"))
+        return s.with_columns(hit=pl.lit(False), low_line=pl.lit(None, pl.Int64))
+    # one time axis for every key, each key's readings ~3,000 years after the key before's: a rolling window
+    # over it never reaches into another key (and partitions nothing)
+    axis = pl.col("ts").dt.epoch("us") + pl.col("key").cast(pl.Int64) * 10**17
+    window = f"{int(rule['within_s']) * 10**6}i"
+    low = timed.with_columns(axis=axis).with_columns(
+        low=pl.col("value").rolling_min_by("axis", window_size=window, closed="both"))
     low = low.with_columns(hit=pl.col("value") - pl.col("low") >= rule["by"])
     # the line and time of that lowest reading, for the event's samples and span
-    lows = timed.select("key", low_ts="ts", low_line="line", low="value")
-    low = low.join_asof(lows.sort("low_ts"), left_on="ts", right_on="low_ts", by=["key", "low"],
-                        strategy="backward", tolerance=window, check_sortedness=False)  # fmt: skip
+    lows = low.select("key", "axis", low_ts="ts", low_line="line", low="value")
+    low = low.join_asof(lows, on="axis", by=["key", "low"], strategy="backward",
+                        tolerance=int(rule["within_s"]) * 10**6, check_sortedness=False)  # fmt: skip
     return low.with_columns(delta=pl.col("value") - pl.col("low"),
-                            span=(pl.col("ts") - pl.col("low_ts")).dt.total_seconds(),
-                            rows=pl.concat_list("low_line", "line")).sort("key", "line")  # fmt: skip
+                            span=(pl.col("ts") - pl.col("low_ts")).dt.total_seconds()).sort("key", "line")  # fmt: skip
 
 
 def _rows(hits: pl.DataFrame, rule: dict[str, Any], ts_from: str | None) -> pl.DataFrame:
     out = []
     for r in hits.iter_rows(named=True):
-        figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask") if r.get(k) is not None}
-        message = rule["says"].format_map(_Defaults(figures))
-        detail = {"metric": rule["metric"], "device": r.get("device"), **figures, "rule": rule["test"],
+        figures = {k: r[k] for k in ("value", "limit", "before", "delta", "span", "mask", "also") if r.get(k) is not None}
+        message = rule["says"].format_map(_Defaults({**figures, "device": r.get("device") or "?", "metric": rule["metric"]}))
+        shown = {rule.get("and_metric", k) if k == "also" else k: v for k, v in figures.items()}  # util_pct, not also
+        detail = {"metric": rule["metric"], "device": r.get("device"), **shown, "rule": rule["test"],
                   "samples": [f"{r['file']}:{n}" for n in dict.fromkeys(r["rows"] or []) if n is not None],
                   "ts_from": ts_from if r["ts"] is not None else None}
         out.append({"line": r["line"], "ts": r["ts"], "gpu": r.get("gpu"), "kind": rule["kind"],

@@ -18,15 +18,18 @@ Samples: ``reallocated_sectors``, ``pending_sectors``, ``offline_uncorrectable``
 ``reads_per_s``, ``writes_per_s`` (iostat; ``await_ms`` where sysstat 12+ prints none is the mean of
 ``r_await`` and ``w_await`` weighted by ``r/s`` and ``w/s``, the quantity ``await`` was). ``device`` is the
 device as printed (``/dev/sdb`` from the command line before a smartctl output, ``nvme0`` of smart-log,
-``sda`` of iostat). iostat's time lines are the machine's wall clock: read in the incident's timezone
-(UTC when none is given), like ``dmesg -T``.
+``sda`` of iostat). iostat's time lines are the machine's wall clock, read as the SEL's are
+(:func:`.telemetry.wall_clock`): in the timezone given, else as UTC and re-read by ingest in the incident's
+(``LOCAL_TIME``), like ``dmesg -T``. ``S_TIME_FORMAT=ISO`` prints the offset too: exact given a timezone;
+without one its wall clock is kept, as for the other lines, since ingest re-reads every stamp of the
+source in the incident's zone (the machine's).
 
 Events ``disk.smart``, one per device and output: ``critical`` when the health self-assessment is FAILED
 (or a SAS health other than OK), ``error`` when an attribute is ``FAILING_NOW``, the NVMe critical warning
 is non-zero (its bits named: ``spare``, ``temperature``, ``reliability``, ``read_only``,
 ``volatile_backup``, ``pmr_read_only``) or media errors are counted, ``warning`` when reallocated,
-pending or offline-uncorrectable sectors are non-zero. iostat gives no event (await high at full
-utilization is a derived event over its series).
+pending or offline-uncorrectable sectors are non-zero. iostat's series gives ``disk.await_high``
+(``notice``: await ≥ 200 ms at ≥ 95 % utilization, a rule of ``data/telemetry_rules.toml``).
 
 Example::
 
@@ -39,17 +42,19 @@ gives ``reallocated_sectors 8256`` and a ``disk.smart`` ``critical`` event namin
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import polars as pl
 
 from .base import SourceResult
 from .fields import to_int
-from .telemetry import Finding, Reading, number, numbered, other, result, zone
+from . import telemetry
+from .telemetry import Finding, Reading, number, numbered, other, result
 
 NAME = "disks"
+#: iostat's time lines are the machine's wall clock (ingest re-reads them in the incident's timezone).
+LOCAL_TIME = True
 FORMS = (
     "smartctl -a / -x: ATA (attribute table, both layouts), SAS health, NVMe SMART/Health Information",
     "nvme smart-log (nvme-cli text)",
@@ -66,9 +71,6 @@ _ATTRIBUTE = re.compile(
 _KEY_VALUE = re.compile(r"^\s*([A-Za-z][\w .]*?[\w.])\s*:\s+(\S.*?)\s*$")
 _SMART_LOG = re.compile(r"^Smart Log for NVME device:(\S+)")
 _IOSTAT_HEAD = re.compile(r"^Device:?\s+((?=.*(?:%util|\btps\b)).*\S)\s*$")  # not smartctl's "Device Model:"
-_STAMP = re.compile(
-    r"^(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)([+-]\d{4}|Z)?|(\d\d/\d\d/\d\d(?:\d\d)?) (\d\d:\d\d:\d\d)(?: ([AP]M))?)\s*$"
-)
 
 #: ATA attributes by id (the names vary by vendor; the ids are the SFF-8035i / ATA ones smartmontools uses).
 _ATA = {"5": "reallocated_sectors", "197": "pending_sectors", "198": "offline_uncorrectable",
@@ -120,13 +122,11 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     disk = _Disk(None)
     disks = [disk]
     columns: list[str] | None = None
-    ts: datetime | None = None
     records = 0
     inside = cpu = False  # inside a smartctl / smart-log output; on iostat's avg-cpu values line
-    tz = zone(timezone)
     # iostat's device rows and time lines, read at once (a day of `iostat -x 1` is a million rows); the loop
     # below reads the rest, and skips these
-    table, rest = _iostat_frame(numbered_lines, tz) if _IOSTAT_ANY.search(data) else (None, range(1, len(lines) + 1))
+    table, rest = _iostat_frame(numbered_lines, timezone) if _IOSTAT_ANY.search(data) else (None, range(1, len(lines) + 1))
     for n in rest:
         text = lines[n - 1]
         if m := _SMARTCTL_CMD.search(text):
@@ -154,9 +154,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
         elif m := _IOSTAT_HEAD.match(text):
             columns, records = m[1].split(), records + 1
         elif columns is not None and (row := text.split()) and len(row) == len(columns) + 1 and _numbers(row[1:]):
-            readings += _iostat(n, row, columns, ts)
-        elif stamp := _stamp(text, tz):
-            ts = stamp
+            readings += _iostat(n, row, columns, None)  # (a row of other digits than ASCII: undated)
         elif (m := _KEY_VALUE.match(text)) and (metric := _NVME.get(m[1].strip().lower())):
             disk.touched = True
             value = _nvme_value(m[2])
@@ -177,50 +175,54 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     records += sum(1 for d in disks if d.touched)  # iostat's reports are counted as their heads are read
     findings += [f for d in disks if (f := d.finding()) is not None]
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table,
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
 
 
 _IOSTAT_ANY = re.compile(rb"(?m)^Device:?[ \t]")
-#: The time line forms of ``iostat -t`` (``_STAMP``'s), as chrono formats of the parts Polars extracts.
-_STAMP_FORMATS = (("%m/%d/%y %H:%M:%S", r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d$"),
-                  ("%m/%d/%Y %H:%M:%S", r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d$"),
-                  ("%m/%d/%y %I:%M:%S %p", r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [AP]M$"),
-                  ("%m/%d/%Y %I:%M:%S %p", r"^\d\d/\d\d/\d{4} \d\d:\d\d:\d\d [AP]M$"),
-                  ("%Y-%m-%dT%H:%M:%S", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$"))  # fmt: skip
+#: The date forms of ``iostat -t``'s time lines (the locale's ``%x``: ``06/10/2014``, ``10/10/23``).
+_DATES = ("%m/%d/%Y", "%m/%d/%y")
 
 
-def _iostat_frame(numbered_lines: pl.DataFrame, tz: ZoneInfo) -> tuple[pl.DataFrame | None, list[int]]:
+def _iostat_frame(numbered_lines: pl.DataFrame, timezone: str | None) -> tuple[pl.DataFrame | None, list[int]]:
     """The readings of every iostat device row (columns of :func:`result`'s ``frame``) and the lines left for
     the line loop (not a row, a time line, a blank line or iostat's banner and CPU lines). A row belongs to the ``Device`` head above it until a blank line; its
-    time is the last time line above it (as the line loop reads them: ``_IOSTAT_HEAD``, ``_stamp``)."""
+    time is the last time line above it (as the line loop reads the heads: ``_IOSTAT_HEAD``)."""
     t = pl.col("text")
     stripped = t.str.strip_chars()
     head = t.str.contains(r"^Device:?\s+\S.*(?:%util|\btps\b)")
-    df = numbered_lines.select(
-        "line", "text", head=head,
-        cols=pl.when(head).then(t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ").str.strip_chars())
-        .when(stripped == "").then(pl.lit("")).forward_fill(),
-    )  # fmt: skip
-    # the time lines, parsed where one can be (every strptime runs on every row it is given)
-    local = pl.coalesce([pl.when(stripped.str.contains(rx)).then(stripped.str.strptime(pl.Datetime("us"), fmt, strict=False))
-                         for fmt, rx in _STAMP_FORMATS])  # fmt: skip
-    aware = stripped.str.replace(r"Z$", "+0000").str.strptime(pl.Datetime("us", "UTC"), "%Y-%m-%dT%H:%M:%S%z", strict=False)
-    stamps = df.filter(t.str.contains(r"^\s*(?:\d\d/\d\d/\d\d|\d{4}-\d\d-\d\dT)")).select(
-        "line", stamp=pl.when(stripped.str.contains(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d{4}|Z)$")).then(aware)
-        .otherwise(local.dt.replace_time_zone(str(tz), ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")),
-    ).drop_nulls("stamp")  # fmt: skip
+    df = numbered_lines.with_columns(head=head)
+    # each head's columns, computed on the head lines alone (a when/then computes its branch on every row)
+    heads = df.filter("head").select("line", named=t.str.replace(r"^Device:?\s+", "").str.replace_all(r"\s+", " ")
+                                     .str.strip_chars())  # fmt: skip
+    df = df.join(heads, on="line", how="left", maintain_order="left").select(
+        "line", "text", "head", cols=pl.when("head").then("named").when(stripped == "").then(pl.lit("")).forward_fill())
+    # the time lines, as the SEL's stamps are read (telemetry.wall_clock): "10/10/23 09:01:40 PM" a wall clock,
+    # S_TIME_FORMAT=ISO's "2023-01-05T10:00:00+0100" exact
+    iso = stripped.str.contains(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d{4}|Z)?$")
+    dated = pl.col("text").str.contains(r"^\s*(?:\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d(?: [AP]M)?|\d{4}-\d\d-\d\dT\S+)\s*$")
+    printed = stripped if timezone else stripped.str.replace(r"(?:[+-]\d{4}|Z)$", "")  # (see the docstring)
+    stamp = pl.when(iso).then(printed).otherwise(
+        telemetry.iso_stamp(stripped.str.extract(r"^(\S+)", 1), stripped.str.extract(r"^\S+ (.*)$", 1), _DATES))
+    ts, _ = telemetry.wall_clock(pl.col("iso"), timezone)
+    stamps = df.filter(dated).select("line", iso=stamp).select("line", stamp=ts).drop_nulls("stamp")
     df = df.join(stamps, on="line", how="left", maintain_order="left").with_columns(ts=pl.col("stamp").forward_fill())
     number = r"-?[0-9]+(?:[.,][0-9]+)?"  # ASCII digits: a row of other digits is the loop's (Python reads them)
-    norm = t.str.replace_all(r"\s+", " ").str.strip_chars()
+    norm = t.str.replace_all(r"[ \t\r\f\v]+", " ").str.strip_chars()  # (ASCII spaces: cheaper; a row with others is the loop's)
     inside = df.filter(~pl.col("head") & (pl.col("cols").fill_null("") != "")).with_columns(norm=norm)
     parts, taken = [], []
     for (cols,), block in inside.group_by("cols", maintain_order=True):
         names = str(cols).split(" ")
         # a device and one number per column, as the loop's split() and _numbers() read a row
-        rows = block.filter(pl.col("norm").str.contains(rf"^\S+(?: {number}){{{len(names)}}}$"))
+        # (a repeat count in the pattern costs a state per repeat: count the spaces instead)
+        rows = block.filter((pl.col("norm").str.count_matches(" ", literal=True) == len(names))
+                            & pl.col("norm").str.contains(rf"^\S+(?: {number})+$"))  # fmt: skip
         taken.append(rows.select("line"))
         cells = rows.select("line", "ts", split=pl.col("norm").str.split_exact(" ", len(names))).unnest("split")
-        named = {name: pl.col(f"field_{i + 1}").str.replace(",", ".").cast(pl.Float64, strict=False) for i, name in enumerate(names)}
+        comma = rows.get_column("norm").str.contains(",", literal=True).any()  # a locale's decimal comma
+        field = [pl.col(f"field_{i + 1}") for i in range(len(names))]
+        named = {name: (f.str.replace(",", ".", literal=True) if comma else f).cast(pl.Float64, strict=False)
+                 for name, f in zip(names, field, strict=True)}  # fmt: skip
         metrics = [(metric, named[col], _unit(metric)) for col, metric in _IOSTAT.items() if col in named]
         if "await" not in named and {"r_await", "w_await", "r/s", "w/s"} <= set(named):
             ops = named["r/s"] + named["w/s"]
@@ -230,7 +232,7 @@ def _iostat_frame(numbered_lines: pl.DataFrame, tz: ZoneInfo) -> tuple[pl.DataFr
                                unit=pl.lit(unit, pl.String), order=pl.lit(k))
                   for k, (metric, value, unit) in enumerate(metrics)]  # fmt: skip
     # the lines read here, and those the loop would only pass over: blank lines, iostat's banner and CPU lines
-    cpu = df.filter(t.shift(1).str.starts_with("avg-cpu:") & norm.str.contains(rf"^{number}(?: {number})*$"))
+    cpu = df.filter(t.shift(1).str.starts_with("avg-cpu:")).filter(norm.str.contains(rf"^{number}(?: {number})*$"))
     quiet = pl.col("stamp").is_not_null() | (stripped == "") | t.str.contains(r"^(?:avg-cpu:|Linux \S+ \()")
     rest = (df.join(pl.concat([*taken, cpu.select("line")]), on="line", how="anti")
             .filter(~quiet).get_column("line").to_list())  # fmt: skip
@@ -309,22 +311,3 @@ def _iostat(n: int, row: list[str], columns: list[str], ts: datetime | None) -> 
 
 def _unit(metric: str) -> str | None:
     return "ms" if metric.endswith("_ms") else "%" if metric.endswith("_pct") else "1/s" if metric.endswith("_per_s") else None
-
-
-
-def _stamp(text: str, zone: ZoneInfo) -> datetime | None:
-    """An iostat ``-t`` time line, in UTC (a wall-clock time read in ``zone``)."""
-    m = _STAMP.match(text.strip())
-    if not m:
-        return None
-    try:
-        if m[1]:
-            if m[2]:
-                return datetime.strptime(m[1] + m[2].replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").astimezone(UTC)
-            return datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=zone).astimezone(UTC)
-        date = "%m/%d/%Y" if len(m[3]) == 10 else "%m/%d/%y"
-        clock = "%I:%M:%S %p" if m[5] else "%H:%M:%S"
-        local = datetime.strptime(f"{m[3]} {m[4]}" + (f" {m[5]}" if m[5] else ""), f"{date} {clock}")
-        return local.replace(tzinfo=zone).astimezone(UTC)
-    except ValueError:
-        return None

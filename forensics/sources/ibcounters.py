@@ -23,7 +23,8 @@ Events ``net.link``: a port not ``Active`` or not ``LinkUp`` (``error`` when the
 ``Active`` port at a rate below the other ``Active`` ports of its kind (same CA type and link layer) in
 the same output (``warning``, ``reason: rate``): neither ``ibstat`` nor ``ibstatus`` prints a port's
 capability, its siblings are the yardstick. Counter values give no event here: a snapshot of counters
-kept since the last reset says nothing of *when*; their growth between samples is a derived event.
+kept since the last reset says nothing of *when*; their growth between two readings of one
+port is (``net.errors_rising``, a rule of ``data/telemetry_rules.toml``).
 
 Example::
 
@@ -148,7 +149,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             ca = None  # ibstat's CA ends (ibpanic:); a counter's device stays (a header cut by a mail)
     findings += _links(ports, readings)
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines,
+                  derive_from="assumed")  # fmt: skip  (perfquery prints no time)
 
 
 def _port_field(port: dict[str, Any], device: str, key: str, value: str, n: int) -> list[Reading]:

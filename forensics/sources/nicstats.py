@@ -16,8 +16,9 @@ it, so it is taken from the command line before the output when there is one.
 
 Events: ``net.link`` ``error`` for an interface administratively ``UP`` without carrier (``NO-CARRIER``,
 ``state DOWN`` or ``LOWERLAYERDOWN``): a cable, an optic or the switch port. An interface set down
-(no ``UP`` flag) gives none: that is a choice, not a fault. Counters give no event here (their growth
-between samples is a derived event).
+(no ``UP`` flag) gives none: that is a choice, not a fault. Counters growing between two readings of
+one device (errors ``warning``, drops ``notice``) and sar's error rates at 1/s or more give
+``net.errors_rising`` (rules of ``data/telemetry_rules.toml``).
 
 Example::
 
@@ -29,17 +30,20 @@ gives ``carrier 0`` for ``eth1`` and a ``net.link`` event ``eth1: link down (NO-
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import cache
 from typing import Any
-from zoneinfo import ZoneInfo
+
+import polars as pl
 
 from ..text import split_lines
 from .base import SourceResult
 from .fields import _data
-from .telemetry import Finding, Reading, number, other, result, zone
+from .telemetry import Finding, Reading, number, other, result, wall_clock
 
 NAME = "nicstats"
+#: sar's clock is the machine's wall clock (ingest re-reads it in the incident's timezone).
+LOCAL_TIME = True
 FORMS = (
     "ethtool -S IFACE (NIC statistics:, per-queue [N]: / rxqN: / rx_queue_N_ names), after its command line or not",
     "ip -s link / ip -s -s link (iproute2 before and after 5.x column heads), ip link (state, NO-CARRIER)",
@@ -84,7 +88,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     series, bad_utf8 = split_lines(data)
     lines = [_CODE_END.sub("", _QUOTE.sub("", s, count=1)) for s in series.to_list()]
     ethtool, heads_of, sar_heads = _names()
-    sar = _Sar(zone(timezone))
+    sar = _Sar()
     readings: list[Reading] = []
     findings: list[Finding] = []
     device: str | None = None
@@ -137,8 +141,10 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
             if not text[:1].isspace():
                 mode = None
     records += sar.records
+    readings = _dated(readings, timezone)
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
-                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines)  # fmt: skip
+                  incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines,
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
 
 
 class _Sar:
@@ -151,8 +157,7 @@ class _Sar:
     _HEAD = re.compile(r"^(\d\d:\d\d:\d\d(?: [AP]M)?)\s+IFACE\s+(.*\S)\s*$")
     _ROW = re.compile(r"^(\d\d:\d\d:\d\d(?: [AP]M)?|Average:)\s+(\S+)\s+([-\d.,\s]+?)\s*$")
 
-    def __init__(self, zone: ZoneInfo) -> None:
-        self.zone = zone
+    def __init__(self) -> None:
         self.day: date | None = None
         self.last: datetime | None = None
         self.heads: list[str] | None = None
@@ -181,15 +186,28 @@ class _Sar:
         return True
 
     def _time(self, clock: str) -> datetime | None:
+        """The wall clock of a row (naive; :func:`_dated` reads it in the incident's zone)."""
         if self.day is None:
             return None
-        local = datetime.combine(self.day, datetime.strptime(clock, "%I:%M:%S %p" if clock[-1] == "M" else "%H:%M:%S").time())
-        stamp = local.replace(tzinfo=self.zone)
+        stamp = datetime.combine(self.day, datetime.strptime(clock, "%I:%M:%S %p" if clock[-1] == "M" else "%H:%M:%S").time())
         if self.last is not None and stamp < self.last - timedelta(hours=12):
             self.day = self.day + timedelta(days=1)  # past midnight
             stamp = stamp + timedelta(days=1)
         self.last = stamp
-        return stamp.astimezone(UTC)
+        return stamp
+
+
+def _dated(readings: list[Reading], timezone: str | None) -> list[Reading]:
+    """``readings`` with their wall-clock times (sar's) read as the SEL's are (:func:`.telemetry.wall_clock`)."""
+    clocks = sorted({r.ts for r in readings if r.ts is not None})
+    if not clocks:
+        return readings
+    ts, _ = wall_clock(pl.col("s"), timezone)
+    utc = pl.DataFrame({"s": [c.isoformat() for c in clocks]}).select(ts).to_series().to_list()
+    to_utc = dict(zip(clocks, utc, strict=True))
+    for r in readings:
+        r.ts = to_utc.get(r.ts) if r.ts is not None else None
+    return readings
 
 
 def _unit(metric: str) -> str | None:

@@ -43,7 +43,7 @@ from typing import Any
 
 import polars as pl
 
-from . import bmc, envelope, telemetry
+from . import bmc, telemetry
 from .base import SourceResult
 
 NAME = "sel"
@@ -133,7 +133,7 @@ def _ipmitool(df: pl.DataFrame) -> pl.DataFrame:
     direction = tail.list.first()
     has_direction = direction.is_in(["Asserted", "Deasserted"])
     return df.select(
-        "line", "text", id=f.list.get(0), stamp=_stamp(f.list.get(1), f.list.get(2), "%m/%d/%Y"),
+        "line", "text", id=f.list.get(0), stamp=telemetry.iso_stamp(f.list.get(1), f.list.get(2), "%m/%d/%Y"),
         sensor=f.list.get(3), type=pl.lit(None, pl.String), name=pl.lit(None, pl.String), event=f.list.get(4),
         state=pl.lit(None, pl.String),
         asserted=pl.when(direction == "Deasserted").then(False).when(direction == "Asserted").then(True),
@@ -159,7 +159,7 @@ def _freeipmi(df: pl.DataFrame, names: list[str] | None) -> pl.DataFrame:
         direction = middle.list.eval(pl.element().filter(pl.element().str.contains("ssertion"))).list.first()
         event = f.list.last()
     return df.select(
-        "line", "text", id=f.list.get(0), stamp=_stamp(f.list.get(1), f.list.get(2), "%b-%d-%Y"),
+        "line", "text", id=f.list.get(0), stamp=telemetry.iso_stamp(f.list.get(1), f.list.get(2), "%b-%d-%Y"),
         sensor=pl.concat_str(f.list.get(4), pl.lit(" "), f.list.get(3)), type=f.list.get(4), name=f.list.get(3),
         event=event, state=state.replace("N/A", None),
         asserted=pl.when(direction.str.starts_with("Deassertion")).then(False)
@@ -231,24 +231,11 @@ def _verbose_row(line: int, record_id: str, f: dict[str, str]) -> dict[str, Any]
             "extra": extra}  # fmt: skip
 
 
-def _stamp(date: pl.Expr, time: pl.Expr, form: str) -> pl.Expr:
-    """An ISO wall-clock stamp from the date and time columns (null for ``Pre-Init``/``PostInit``); a
-    12-hour time with ``AM``/``PM`` and a trailing zone name are read too."""
-    day = date.str.strptime(pl.Date, form, strict=False)
-    hms = time.str.extract(r"(\d{1,2}:\d\d:\d\d)", 1)
-    pm = time.str.contains(r"(?i)\bPM\b")
-    am = time.str.contains(r"(?i)\bAM\b")
-    hour = hms.str.split(":").list.first().cast(pl.Int32, strict=False)
-    hour24 = pl.when(pm & (hour < 12)).then(hour + 12).when(am & (hour == 12)).then(0).otherwise(hour)
-    clock = pl.concat_str(hour24.cast(pl.String).str.zfill(2), pl.lit(":"), hms.str.split(":").list.slice(1).list.join(":"))
-    return pl.concat_str(day.dt.strftime("%Y-%m-%d"), pl.lit("T"), clock)
-
-
 def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     """Kinds, severities, times and details of the records."""
     if records.height == 0:
         return pl.DataFrame(schema={"line": pl.Int64})
-    ts, how = envelope.to_utc(pl.col("stamp"), pl.lit("iso"), year=None, timezone=timezone)
+    ts, how = telemetry.wall_clock(pl.col("stamp"), timezone)
     read = bmc.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,
@@ -286,7 +273,7 @@ def _redfish(text: str, *, timezone: str | None) -> tuple[pl.DataFrame, pl.DataF
     rows = [_entry_row(line, e) for line, e in entries]
     records = pl.DataFrame(rows, schema=_RECORD | {"created": pl.String, "code": pl.String, "message_id": pl.String},
                            orient="row")  # fmt: skip
-    ts, how = envelope.to_utc(pl.col("created"), pl.lit("iso"), year=None, timezone=timezone)
+    ts, how = telemetry.wall_clock(pl.col("created"), timezone)
     read = bmc.catalog_reading(records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=how,

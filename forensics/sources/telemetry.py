@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 import pyarrow as pa
 
 from ..schema import SAMPLES
 from ..text import split_lines
+from . import derive, envelope
 from .base import SourceResult, events_table, template_expr, to_schema
 
 _TS = pl.Datetime("us", "UTC")
@@ -96,12 +97,58 @@ def number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def zone(timezone: str | None) -> ZoneInfo:
-    """The zone a machine's wall-clock times are read in: the incident's, else UTC (an unknown name: UTC)."""
-    try:
-        return ZoneInfo(timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
+def line_chunks(data: bytes, size: int) -> Iterator[bytes]:
+    """``data`` in chunks of whole lines of about ``size`` bytes (a line longer than that is a chunk of its own).
+    For series whose records are one line each (dmon rows); a job log's records span lines (``chunks``).
+
+    >>> list(line_chunks(b"a\\nbb\\nc", 2))
+    [b'a\\n', b'bb\\n', b'c']
+    """
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + size) + 1
+        if end <= start:  # no line end within size: the line that is there, whole
+            end = data.find(b"\n", start + size) + 1 or len(data)
+        if start + size >= len(data):
+            end = len(data)
+        yield data[start:end]
+        start = end
+
+
+def iso_stamp(date: pl.Expr, time: pl.Expr, form: str | tuple[str, ...]) -> pl.Expr:
+    """An ISO wall-clock stamp from a date column printed in ``form`` (or the first of several forms that
+    reads it) and a time column (null when the date is none: ``Pre-Init``, ``PostInit``); a 12-hour time
+    with ``AM``/``PM`` and a trailing zone name are read too. What :func:`wall_clock` reads.
+
+    >>> pl.select(iso_stamp(pl.lit("10/10/23"), pl.lit("09:01:40 PM"), ("%m/%d/%Y", "%m/%d/%y"))).item()
+    '2023-10-10T21:01:40'
+    """
+    forms = (form,) if isinstance(form, str) else form
+    # a 4-digit year form reads "10/10/23" as the year 23: try a form only where its year is as wide
+    day = pl.coalesce([date.str.strptime(pl.Date, f, strict=False) if "%Y" not in f else
+                       pl.when(date.str.contains(r"\d{4}")).then(date.str.strptime(pl.Date, f, strict=False))
+                       for f in forms])  # fmt: skip
+    hms = time.str.extract(r"(\d{1,2}:\d\d:\d\d)", 1)
+    pm = time.str.contains(r"(?i)\bPM\b")
+    am = time.str.contains(r"(?i)\bAM\b")
+    hour = hms.str.split(":").list.first().cast(pl.Int32, strict=False)
+    hour24 = pl.when(pm & (hour < 12)).then(hour + 12).when(am & (hour == 12)).then(0).otherwise(hour)
+    clock = pl.concat_str(hour24.cast(pl.String).str.zfill(2), pl.lit(":"), hms.str.split(":").list.slice(1).list.join(":"))
+    return pl.concat_str(day.dt.strftime("%Y-%m-%d"), pl.lit("T"), clock)
+
+
+def wall_clock(stamp: pl.Expr, timezone: str | None) -> tuple[pl.Expr, pl.Expr]:
+    """The UTC time of ISO stamps a machine printed, and how it was read (``ts_from``): with an offset exact
+    (``printed``); without one its wall clock, read in ``timezone`` (``local``) or, none given, as UTC
+    (``assumed``), which ingest re-reads in the incident's zone — the SEL, iostat, sar and nvidia-smi's
+    series are read as ``dmesg -T`` is (:func:`envelope.to_utc`). A source's ``LOCAL_TIME = True`` has
+    ingest re-read its samples' stamps.
+
+    >>> ts, how = wall_clock(pl.col("s"), "Europe/Paris")
+    >>> pl.DataFrame({"s": ["2023-10-10T21:01:40", "2023-10-10T21:01:40+0100"]}).select(ts, how).rows()[0][1]
+    'local'
+    """
+    return envelope.to_utc(stamp, pl.lit("iso"), year=None, timezone=timezone)
 
 
 def other(line: int, text: str) -> Finding:
@@ -112,12 +159,14 @@ def other(line: int, text: str) -> Finding:
 def result(readings: list[Reading], findings: list[Finding], *, lines: int, records: int, unparsed: int,
            source: str, file: str, incident: str = "", host: str | None = None, error: str | None = None,
            invalid_utf8_lines: int = 0, text: list[str] | None = None,
-           frame: pl.DataFrame | None = None) -> SourceResult:  # fmt: skip
+           frame: pl.DataFrame | None = None, derive_from: str | None = None) -> SourceResult:  # fmt: skip
     """The ``events`` and ``samples`` tables of one file, in line order. Given the file's ``text`` (its
     lines), a derived event's message is its summary followed by the lines it was read from, as printed:
     the message catalogs read those lines (``State: Down``, ``… test result: FAILED!``) whatever the summary.
     A source that reads its series vectorized gives them as ``frame`` (columns line, ts, gpu, device, metric,
-    value, unit) beside its ``readings``."""
+    value, unit) beside its ``readings``. Given ``derive_from`` (``local``, ``assumed``: how the stamps were
+    read), the events the rules of ``data/telemetry_rules.toml`` derive from the samples are added
+    (:mod:`.derive`)."""
     samples = pa.Table.from_pylist(
         [{"incident": incident, "host": host, "source": source, "file": file, "line": r.line, "ts": r.ts,
           "gpu": r.gpu, "device": r.device, "metric": r.metric, "value": r.value, "unit": r.unit}
@@ -127,7 +176,7 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
     if frame is not None and frame.height:
         more = samples_table(frame.select(list(READINGS)).cast(READINGS), source=source, file=file,  # type: ignore[arg-type]
                              incident=incident, host=host)  # fmt: skip
-        samples = pa.concat_tables([samples, more]).sort_by("line")
+        samples = pa.concat_tables([samples, more]).sort_by("line") if samples.num_rows else more
     findings = sorted(findings, key=lambda f: f.line)
     if text is not None:
         for f in findings:
@@ -142,6 +191,9 @@ def result(readings: list[Reading], findings: list[Finding], *, lines: int, reco
                                ensure_ascii=False)}
          for f in findings]
     )  # fmt: skip
+    if derive_from is not None and (derived := derive.events(samples, ts_from=derive_from)).height:
+        more = events_frame(derived, source=source, file=file, incident=incident, host=host)
+        events = pa.concat_tables([events, more]).sort_by("line")
     return SourceResult(events, lines=lines, records=records, unparsed=unparsed, error=error,
                         invalid_utf8_lines=invalid_utf8_lines, samples=samples)  # fmt: skip
 
