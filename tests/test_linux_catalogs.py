@@ -1,4 +1,4 @@
-"""The kernel's driver catalogs (linux_rdma, linux_net, linux_pcie and linux_storage's block-layer rows) read real
+"""The kernel's driver catalogs (linux_rdma, linux_net, linux_pcie, linux_host and linux_storage's block-layer rows) read real
 pasted dmesg / kern.log lines of the golden samples as the drivers' maintainers would: which row, which cause."""
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ READINGS = [
     ("dmesg-nvme-qid0-timeout-reset-removed-01.log", 1, "linux_storage.nvme_io_timeout", "storage"),
     ("dmesg-nvme-qid0-timeout-reset-removed-01.log", 4, "linux_storage.nvme_reset_failed", "storage"),
     ("kernlog-nvme-io-qid1-timeout-disable-controller-01.log", 1, "linux_storage.nvme_io_timeout", "storage"),
+    ("dmesg-hung-task-5.15-nvidia-rm-rwlock-persistenced-01.log", 1, "linux_host.hung_task_in_nvidia_driver", "driver"),
 ]
 
 
