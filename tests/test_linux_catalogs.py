@@ -19,9 +19,9 @@ CATALOG = messages.load()
 #: (sample under tests/golden/kernel, line, the row that reads its record, the cause it names)
 READINGS = [
     # added with these catalogs (PROVENANCE.md)
-    ("dmesg-pdsh-prefix-mlx5-cmd-timeout-create-dct-no-done-completion-01.log", 1, "linux_rdma.mlx5_cmd_timeout",
+    ("pdsh-dmesg-host-prefix-mlx5-cmd-timeout-create-dct-no-done-completion-01.log", 1, "linux_rdma.mlx5_cmd_timeout",
      "network"),
-    ("dmesg-pdsh-prefix-mlx5-cmd-timeout-create-dct-no-done-completion-01.log", 3, "linux_rdma.mlx5_cmd_timeout",
+    ("pdsh-dmesg-host-prefix-mlx5-cmd-timeout-create-dct-no-done-completion-01.log", 3, "linux_rdma.mlx5_cmd_timeout",
      "network"),
     ("dmesg-ata-ncq-timeout-exception-frozen-hard-resetting-link-01.log", 1, "linux_storage.ata_exception", "storage"),
     ("dmesg-ata-ncq-timeout-exception-frozen-hard-resetting-link-01.log", 2, "linux_storage.ata_failed_command",
