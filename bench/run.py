@@ -95,7 +95,8 @@ import pyarrow as pa
 from forensics.grammar import family_grammar
 from forensics.regex import for_python
 from forensics.schema import EVENTS
-from forensics.sources import base, envelope, kernel
+from forensics.reading import base, envelope
+from forensics.sources import kernel
 data = open(sys.argv[1], "rb").read()
 t = time.perf_counter()
 env = re.compile(for_python(envelope.ENVELOPE))
@@ -502,9 +503,9 @@ ISSUE_33_STAGES = {
     "kernel": {
         "chunking (cut where a record starts)": ("forensics/sources/kernel.py", "iter_chunks"),
         "lines (split, dedent)": ("forensics/text.py", "split_lines"),
-        "interest scan (hyperscan/re/Polars)": ("forensics/sources/interest.py", "of_interest"),
+        "interest scan (hyperscan/re/Polars)": ("forensics/reading/interest.py", "of_interest"),
         "records around the hits": ("forensics/sources/kernel.py", "_around"),
-        "envelope regex": ("forensics/sources/envelope.py", "split"),
+        "envelope regex": ("forensics/reading/envelope.py", "split"),
         "record grouping": ("forensics/sources/kernel.py", "group_records"),
         "records to events": ("forensics/sources/kernel.py", "parse_records"),
         "  Lark and enrichers": ("forensics/families.py", "parse_record"),
@@ -513,8 +514,8 @@ ISSUE_33_STAGES = {
     "one": {
         "sniff (every source scores the head)": ("forensics/sources/__init__.py", "sniff"),
         "kernel parse_text": ("forensics/sources/kernel.py", "parse_text"),
-        "  interest scan": ("forensics/sources/interest.py", "of_interest"),
-        "  envelope regex": ("forensics/sources/envelope.py", "split"),
+        "  interest scan": ("forensics/reading/interest.py", "of_interest"),
+        "  envelope regex": ("forensics/reading/envelope.py", "split"),
         "  record grouping": ("forensics/sources/kernel.py", "group_records"),
         "  records to events": ("forensics/sources/kernel.py", "parse_records"),
         "  events table": ("forensics/sources/kernel.py", "_assemble"),
@@ -717,23 +718,23 @@ STAGES = {
         "kernel parse": ("forensics/sources/kernel.py", "parse_text"),
         "journal parse": ("forensics/sources/journal.py", "parse"),
         "job output parse": ("forensics/sources/joblog.py", "parse"),
-        "  job: prefix peeling": ("forensics/sources/prefix.py", "peel"),
-        "  job: record folding": ("forensics/sources/records.py", "group_records"),
+        "  job: prefix peeling": ("forensics/reading/prefix.py", "peel"),
+        "  job: record folding": ("forensics/reading/records.py", "group_records"),
         "  job: events and metrics": ("forensics/sources/joblog.py", "_job_events"),
         "nvidia-smi parse": ("forensics/sources/nvsmi.py", "parse"),
     },
     "job": {
-        "lines (split, dedent, redraws)": ("forensics/sources/prefix.py", "lines_frame"),
-        "prefix peeling": ("forensics/sources/prefix.py", "peel"),
-        "record folding": ("forensics/sources/records.py", "group_records"),
+        "lines (split, dedent, redraws)": ("forensics/reading/prefix.py", "lines_frame"),
+        "prefix peeling": ("forensics/reading/prefix.py", "peel"),
+        "record folding": ("forensics/reading/records.py", "group_records"),
         "events and metrics": ("forensics/sources/joblog.py", "_job_events"),
-        "  step lines to metrics": ("forensics/sources/metrics.py", "read_metrics"),
+        "  step lines to metrics": ("forensics/reading/metrics.py", "read_metrics"),
         "  rows (family, step and other rows)": ("forensics/sources/joblog.py", "_rows"),
         "  Lark on flagged records": ("forensics/sources/joblog.py", "_parse_flagged"),
         "  step kinds (NaN onsets, overflows)": ("forensics/sources/joblog.py", "_step_kinds"),
     },
     "kernel": {
-        "envelope regex": ("forensics/sources/envelope.py", "split"),
+        "envelope regex": ("forensics/reading/envelope.py", "split"),
         "record grouping": ("forensics/sources/kernel.py", "group_records"),
         "records to events (prefilter, Lark, enrichers, table)": ("forensics/sources/kernel.py", "parse_records"),
         "  of which the events table (templates, details)": ("forensics/sources/kernel.py", "_assemble"),

@@ -45,8 +45,8 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from .base import SourceResult
-from .fields import to_int
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from .telemetry import Finding, Reading, number, numbered, other, result, zone
 
 NAME = "disks"

@@ -57,10 +57,11 @@ import pyarrow as pa
 
 from ..families import Families, row
 from ..pci import canonical_bdf
+from ..reading import envelope
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from ..regex import ascii_classes
-from . import envelope, kernel
-from .base import SourceResult
-from .fields import to_int
+from . import kernel
 
 NAME = "journal"
 FORMS = (

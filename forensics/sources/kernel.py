@@ -1,6 +1,6 @@
 """Kernel logs: ``dmesg`` in every printed form, kern.log/syslog/journal kernel lines, /dev/kmsg, Talos.
 
-Producers and forms: see :mod:`forensics.sources.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
+Producers and forms: see :mod:`forensics.reading.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
 ``-x``, ``-r``, printk caller ids, ``--reltime``, ``/dev/kmsg``, RFC 3164/5424 syslog, journalctl
 ``short*``, ``talosctl dmesg``, unstamped lines). Families (``grammars/kernel.lark``): ``gpu.xid``,
 ``gpu.off_bus``, ``gpu.driver``, ``gpu.sxid``, ``pcie.aer``, ``pcie.link``, ``net.link``, ``net.nic``,
@@ -53,11 +53,12 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
+from ..reading import envelope, interest
+from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
+from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
 from ..text import dedent, split_lines
-from . import envelope, interest
-from .base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
-from .fields import to_int
+from .jobsniff import job_lines
 
 NAME = "kernel"
 FORMS = (
@@ -933,12 +934,10 @@ JOB_FOLLOW = 64
 
 
 def job_records(lines: pl.Series, *, stamped: bool) -> pl.Series | None:
-    """The lines of a line-oriented log that a job family reads (:func:`.joblog.job_lines`), and in a
+    """The lines of a line-oriented log that a job family reads (:func:`.jobsniff.job_lines`), and in a
     stamped log the unstamped lines that follow them up to the next stamped, blank or kernel line (the
     rest of a traceback); None when there are none. A file is read by every family whose records it holds."""
-    from . import joblog  # (joblog reads kernel lines itself: imported here, not at the top)
-
-    mask = joblog.job_lines(lines)
+    mask = job_lines(lines, not_job=KERNEL.prefilter())
     if not mask.any():
         return None
     if not stamped:
@@ -969,7 +968,7 @@ def _with_job_records(result: SourceResult, lines: pl.Series, jobs: pl.Series, *
     reading of those lines: each run of them read as job output on its own (a record the job families fold
     over lines, NCCL's ``-> 2`` chain, does not run over the kernel's lines between two runs), its rows
     numbered in the whole file, the blanked lines cut out of the kernel's rows."""
-    from . import joblog
+    from . import joblog  # (the two read each other's lines: joblog imports this module at its top)
 
     at = jobs.arg_true().to_list()
     runs: list[list[int]] = []

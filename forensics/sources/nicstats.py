@@ -34,9 +34,9 @@ from functools import cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ..reading.base import SourceResult
+from ..reading.fields import _data
 from ..text import split_lines
-from .base import SourceResult
-from .fields import _data
 from .telemetry import Finding, Reading, number, other, result, zone
 
 NAME = "nicstats"

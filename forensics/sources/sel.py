@@ -43,8 +43,9 @@ from typing import Any
 
 import polars as pl
 
-from . import bmc, envelope, telemetry
-from .base import SourceResult
+from ..reading import envelope
+from ..reading.base import SourceResult
+from . import bmc, telemetry
 
 NAME = "sel"
 FORMS = (

@@ -31,9 +31,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 import pyarrow as pa
 
+from ..reading.base import SourceResult, events_table, template_expr, to_schema
 from ..schema import SAMPLES
 from ..text import split_lines
-from .base import SourceResult, events_table, template_expr, to_schema
 
 _TS = pl.Datetime("us", "UTC")
 #: The columns a source's long frame of readings has before :func:`samples_table` adds the file's own.
