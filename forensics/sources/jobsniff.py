@@ -20,6 +20,7 @@ import polars as pl
 from ..reading import envelope, prefix
 from ..reading.metrics import _style_expr
 from ..regex import ascii_classes
+from ..text import contains
 from .torch import TORCH
 from .trainlog import TRAIN
 
@@ -66,7 +67,7 @@ def job_lines(lines: pl.Series, *, not_job: str) -> pl.Series:
     [False, True, True]
     """
     out = pl.Series(values=[False] * lines.len(), dtype=pl.Boolean)
-    quick = lines.fill_null("").str.contains(_loose())
+    quick = contains(lines, _loose(), null=False)
     if not quick.any():
         return out
     at = quick.arg_true()
