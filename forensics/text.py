@@ -25,6 +25,9 @@ from .regex import for_python
 #: Polars search is a query plan of its own (~0.1–1 ms whatever the rows), which a small file pays for
 #: every pattern.
 PYTHON_LINES = 256
+#: ... and up to this many characters in all: Python's backtracking engine is no match for Rust's linear one
+#: on a long line (a 50 MB line without a newline).
+PYTHON_CHARS = 64 << 10
 
 
 def split_lines(data: bytes) -> tuple[pl.Series, int]:
@@ -82,12 +85,18 @@ def contains(lines: pl.Series, pattern: str, *, null: bool | None = None) -> pl.
     >>> contains(pl.Series(["NVRM: Xid", "usb 1-1", None]), r"Xid|\\bPCIe\\b").to_list()
     [True, False, None]
     """
-    if lines.len() > PYTHON_LINES:
+    values = lines.to_list() if lines.len() <= PYTHON_LINES else None
+    if values is None or sum(len(x) for x in values if x) > PYTHON_CHARS:
         found = lines.str.contains(pattern)
         return found if null is None else found.fill_null(null)
     rx = _python_re(pattern)
-    return pl.Series(lines.name, [null if x is None else rx.search(x) is not None for x in lines.to_list()],
-                     dtype=pl.Boolean)  # fmt: skip
+    return pl.Series(lines.name, [null if x is None else rx.search(x) is not None for x in values], dtype=pl.Boolean)
+
+
+def few(lines: pl.Series, most: int = PYTHON_LINES) -> bool:
+    """Whether ``lines`` are few and short enough to be read in Python (:data:`PYTHON_LINES`,
+    :data:`PYTHON_CHARS`)."""
+    return lines.len() <= most and sum(len(x) for x in lines.to_list() if x) <= PYTHON_CHARS
 
 
 @lru_cache(maxsize=64)

@@ -58,7 +58,7 @@ from ..reading import envelope, interest
 from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
 from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
-from ..text import PYTHON_LINES, WHITESPACE, contains, dedent, split_lines
+from ..text import PYTHON_LINES, WHITESPACE, contains, dedent, few, split_lines
 from .jobsniff import job_lines
 
 NAME = "kernel"
@@ -131,7 +131,8 @@ def group_records(env: pl.DataFrame, raw: pl.Series, *, stamp_share: float | Non
     stamp (by default, of these lines'): a line without one in a stamped file was wrapped."""
     if stamp_share is None:
         stamp_share = env.get_column("stamped").mean() if env.height else 0.0
-    if env.height <= SMALL_LINES and not (env.get_column("msg").null_count() or env.get_column("stamped").null_count()):
+    if (few(raw, SMALL_LINES) and env.height == raw.len()
+            and not (env.get_column("msg").null_count() or env.get_column("stamped").null_count())):
         return _group_small(env, raw, float(stamp_share or 0.0))
     rules = _record_rules()
     msg = pl.col("msg")
@@ -1021,7 +1022,7 @@ def parse_text(
             yearless = bool(heads.get_column("stamp_kind").is_in(["syslog", "human"]).any())
         if yearless:
             # a year-less stamp read takes its year from the stamps of every line, of interest or not
-            if every.len() <= SMALL_LINES:
+            if few(every, SMALL_LINES):
                 dated = pl.Series([x for x in every.to_list() if x is not None and _PRINTED_YEAR.search(x)], dtype=pl.String)
             else:
                 dated = every.filter(every.str.contains(_PRINTED_YEAR.pattern))
@@ -1237,7 +1238,7 @@ def parse_records(
     if df.height == 0:  # (no record, or none of interest: the lines are counted all the same)
         return SourceResult(events_table([]), lines=lines, records=0, unparsed=0, error=None,
                             invalid_utf8_lines=bad_utf8, year=year, month=month_before)
-    small = df.height <= SMALL_LINES and not df.get_column("piece").null_count()
+    small = few(df.get_column("piece"), SMALL_LINES) and not df.get_column("piece").null_count()
     heads = _heads_small(df, full=full, services=services, detail_columns=detail_columns) if small else None
     if heads is None:
         heads = _heads(df, full=full, services=services, detail_columns=detail_columns)
