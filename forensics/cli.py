@@ -22,7 +22,7 @@ import pyarrow as pa
 from . import output, sources
 from .errors import ForensicsError, InputError
 from .parse import ON_ERROR, Parsed, check_options, iter_parse_path, parse_bytes
-from .sources.base import events_table
+from .reading.base import events_table
 from .stats import BY as STATS_BY
 
 FORMATS = ("table", "summary", "jsonl", "csv", "parquet")

@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 
 from . import sources
 from .errors import InputError
+from .reading.base import SourceResult, count_lines, events_table, shift_lines
 from .schema import FILES, GPUS, METRICS, SAMPLES
 from .sources import joblog, journal, kernel, nvsmi
-from .sources.base import SourceResult, count_lines, events_table, shift_lines
 
 #: How much of a file sniffing reads.
 SNIFF_BYTES = 64 * 1024
@@ -33,7 +33,7 @@ BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 #: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
-#: :mod:`forensics.sources.interest`), and are streamed in chunks.
+#: :mod:`forensics.reading.interest`), and are streamed in chunks.
 LINE_SOURCES = ("kernel", "journal")
 
 
@@ -90,7 +90,7 @@ def parse_bytes(
     kind are kept (an Xid line after a core dump's bytes).
 
     Line-oriented logs (kernel, journal text) give the records of interest
-    (:mod:`forensics.sources.interest`); ``all_lines=True`` (what ingest does) keeps every other record
+    (:mod:`forensics.reading.interest`); ``all_lines=True`` (what ingest does) keeps every other record
     too, as ``other`` rows. Either way ``files.lines`` counts every line.
     """
     check_options(year=year, timezone=timezone, on_error=on_error)

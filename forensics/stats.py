@@ -158,7 +158,7 @@ def unread(events: pl.LazyFrame) -> pl.DataFrame:
     could not weigh, named: the catalogs' blind spots in this fleet (an emitter's default reading, the weak
     role-only one, does not count as read)."""
     from . import messages
-    from .sources.base import template_expr
+    from .reading.base import template_expr
 
     rows = (
         events.filter(pl.col("kind").is_in(["other", "unparsed"]) & pl.col("message").str.contains(messages.TROUBLE))

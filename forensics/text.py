@@ -11,10 +11,23 @@ no byte is lost and the row still says exactly what was there; their count is re
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (registers pa.compute)
+
+from .regex import for_python
+
+#: Up to this many lines :func:`contains` searches in Python, on patterns compiled once per process: a
+#: Polars search is a query plan of its own (~0.1–1 ms whatever the rows), which a small file pays for
+#: every pattern.
+PYTHON_LINES = 256
+#: ... and up to this many characters in all: Python's backtracking engine is no match for Rust's linear one
+#: on a long line (a 50 MB line without a newline).
+PYTHON_CHARS = 64 << 10
 
 
 def split_lines(data: bytes) -> tuple[pl.Series, int]:
@@ -35,6 +48,8 @@ def split_lines(data: bytes) -> tuple[pl.Series, int]:
     else:
         bad = 0
     lines = pl.Series("line", pl.from_arrow(strings), dtype=pl.String)
+    if lines.len() <= PYTHON_LINES and not any(x.endswith("\r") for x in lines.to_list()):
+        return lines, bad
     crlf = lines.str.ends_with("\r")
     if crlf.any():  # CRLF files; a lone \r inside a line (progress bars) stays
         lines = pl.select(
@@ -61,6 +76,32 @@ def key_lines(key: tuple[str, int]) -> pl.Series:
     """The lines a :func:`small_key` stands for."""
     text, n = key
     return pl.Series("line", text.split("\n") if n else [], dtype=pl.String)
+
+
+def contains(lines: pl.Series, pattern: str, *, null: bool | None = None) -> pl.Series:
+    """``lines.str.contains(pattern)`` (a pattern of :func:`forensics.regex.ascii_classes`), searched in
+    Python up to :data:`PYTHON_LINES` lines; a null line gives ``null``.
+
+    >>> contains(pl.Series(["NVRM: Xid", "usb 1-1", None]), r"Xid|\\bPCIe\\b").to_list()
+    [True, False, None]
+    """
+    values = lines.to_list() if lines.len() <= PYTHON_LINES else None
+    if values is None or sum(len(x) for x in values if x) > PYTHON_CHARS:
+        found = lines.str.contains(pattern)
+        return found if null is None else found.fill_null(null)
+    rx = _python_re(pattern)
+    return pl.Series(lines.name, [null if x is None else rx.search(x) is not None for x in values], dtype=pl.Boolean)
+
+
+def few(lines: pl.Series, most: int = PYTHON_LINES) -> bool:
+    """Whether ``lines`` are few and short enough to be read in Python (:data:`PYTHON_LINES`,
+    :data:`PYTHON_CHARS`)."""
+    return lines.len() <= most and sum(len(x) for x in lines.to_list() if x) <= PYTHON_CHARS
+
+
+@lru_cache(maxsize=64)
+def _python_re(pattern: str) -> re.Pattern[str]:
+    return re.compile(for_python(pattern))
 
 
 def dedent(lines: pl.Series, least: int = 2) -> pl.Series:

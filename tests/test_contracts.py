@@ -16,7 +16,7 @@ from forensics import catalog, schema
 from forensics.grammar import family_grammar, grammar_dir, kind_of, parser, rule_aliases
 from forensics.pci import canonical_bdf
 from forensics.regex import PYTHON_ROWS, ascii_classes, first_match, for_python
-from forensics.sources import envelope
+from forensics.reading import envelope
 
 DESIGN = Path(__file__).parents[1] / "docs" / "DESIGN.md"
 
@@ -184,8 +184,8 @@ def test_first_match_in_python_is_the_polars_chain_on_real_lines() -> None:
     tags, on every golden line, and a chain whose first pattern matches later on the line than the
     second's (the chain's order decides, not the position)."""
     from forensics.sources.kernel import _record_rules
-    from forensics.sources.metrics import _metric_rules
-    from forensics.sources.records import _classes
+    from forensics.reading.metrics import _metric_rules
+    from forensics.reading.records import _classes
 
     lines = pl.DataFrame({"msg": [*_golden_lines(), None, "", "Traceback (most recent call last):\nx"]})
     rules = _record_rules()

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import forensics
-from forensics.sources import joblog, kernel, prefix
+from forensics.reading import prefix
+from forensics.sources import joblog, kernel
 from forensics.synth.logs import hard_wrap
 from forensics.text import split_lines
 
@@ -195,7 +196,7 @@ def test_lines_of_no_record_do_not_hold_a_chunk_open(case: Path, newline: bytes)
     of a streamed job log), and the chunks read as the whole does."""
     from io import BytesIO
 
-    from forensics.sources.chunks import iter_chunks
+    from forensics.reading.chunks import iter_chunks
 
     data = case.read_bytes().replace(b"\n", newline)
     data *= 24_000 // len(data) + 1

@@ -12,8 +12,8 @@ import pytest
 from forensics.ingest.archive import Limits
 from forensics.ingest.discover import find_incidents, members
 from forensics.parse import parse_bytes
-from forensics.sources import envelope
-from forensics.sources.base import collect
+from forensics.reading import envelope
+from forensics.reading.base import collect
 from forensics.synth import synth
 from forensics.text import split_lines
 

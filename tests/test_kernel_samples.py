@@ -193,7 +193,7 @@ def test_same_text_from_journal_and_dmesg_gives_same_kinds() -> None:
 def test_split_remembers_small_inputs_and_gives_what_splitting_anew_gives() -> None:
     """A small file's envelope is split when sniffed (its head) and again when parsed: the second time
     comes from memory, and it is the frame splitting anew gives, on every real golden input."""
-    from forensics.sources import envelope
+    from forensics.reading import envelope
     from forensics.text import dedent, split_lines
 
     for path in sorted(GOLDEN.rglob("*.log")):

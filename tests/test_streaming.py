@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from forensics import output
 from forensics.cli import main
 from forensics.parse import iter_parse_path, parse_bytes, parse_path
-from forensics.sources import interest, joblog, journal, kernel
+from forensics.reading import interest
+from forensics.sources import joblog, journal, kernel
 from forensics.text import split_lines
 
 from .conftest import golden_cases

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import forensics
 from forensics.parse import parse_bytes
-from forensics.sources import base, kernel
+from forensics.reading import base
+from forensics.sources import kernel
 
 from .conftest import golden_cases
 

@@ -40,8 +40,8 @@ from typing import Any
 import polars as pl
 
 from ..pci import canonical_bdf
-from ..sources import envelope
-from ..sources.base import short_host
+from ..reading import envelope
+from ..reading.base import short_host
 from .discover import strip_archive
 
 _TS = pl.Datetime("us", "UTC")

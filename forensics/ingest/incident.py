@@ -21,10 +21,10 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from ..parse import Parsed, count_lines, iter_parse_path, parse_bytes
 from .. import sources
+from ..parse import Parsed, count_lines, iter_parse_path, parse_bytes
+from ..reading.base import shift_lines, to_schema
 from ..schema import EVENTS, FILES, GPUS, IDENTITIES, INCIDENTS, METRICS, SAMPLES
-from ..sources.base import shift_lines, to_schema
 from . import align, bugreport, discover
 from .archive import Limits
 from .discover import CONFIG, IncidentRef, Item

@@ -1,5 +1,5 @@
 """The ordered registry of sources. Adding a source: a module here with ``NAME``, ``FORMS``, ``sniff``
-and ``parse``, its grammar in ``grammars/``, golden files in ``tests/golden/<name>/``, a line in
+and ``parse`` (the job-output sources' are :class:`.joblog.JobSource` objects over their modules), its grammar in ``grammars/``, golden files in ``tests/golden/<name>/``, a line in
 ``SOURCES`` below, and a row in CONTRIBUTING.md.
 
 >>> get("kernl")
@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import difflib
 from types import ModuleType
+from typing import Any
 
 from ..errors import UnknownSourceError
-from . import (dcgm, df, disks, gpuseries, ibcounters, journal, kernel, lspci, nccl, nicstats, nvsmi, sel, sensors,
-               stacks, torch, trainlog, vendorhealth)
+from . import (dcgm, df, disks, gpuseries, ibcounters, joblog, journal, kernel, lspci, nicstats, nvsmi, sel, sensors,
+               stacks, vendorhealth)
 
 #: Sources in the order sniffing tries them (on equal confidence the first wins).
-SOURCES: dict[str, ModuleType] = {
+SOURCES: dict[str, ModuleType | joblog.JobSource] = {
     nvsmi.NAME: nvsmi, journal.NAME: journal, kernel.NAME: kernel,
-    nccl.NAME: nccl, torch.NAME: torch, trainlog.NAME: trainlog,
+    **joblog.SOURCES,  # nccl, torch, trainlog: their modules' families, read by joblog
     lspci.NAME: lspci, ibcounters.NAME: ibcounters, nicstats.NAME: nicstats,
     dcgm.NAME: dcgm, disks.NAME: disks, df.NAME: df,
     sel.NAME: sel, sensors.NAME: sensors, gpuseries.NAME: gpuseries, vendorhealth.NAME: vendorhealth,
@@ -35,7 +36,7 @@ LOCAL_TIME: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(
 GPU_INDEX: frozenset[str] = frozenset(n for n, m in SOURCES.items() if getattr(m, "GPU_INDEX", False))
 
 
-def get(name: str) -> ModuleType:
+def get(name: str) -> Any:
     """The source module registered as ``name``."""
     try:
         return SOURCES[name]

@@ -43,9 +43,9 @@ import polars as pl
 
 from .. import catalog
 from ..pci import canonical_bdf
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from ..text import split_lines
-from .base import SourceResult
-from .fields import to_int
 from .telemetry import Finding, Reading, number, other, result
 
 NAME = "dcgm"

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import re
 
+from ..reading.base import SourceResult
 from ..text import split_lines
-from .base import SourceResult
 from .telemetry import Finding, Reading, other, result
 
 NAME = "df"

@@ -47,8 +47,8 @@ from typing import Any
 
 import polars as pl
 
-from .base import SourceResult
-from .fields import to_int
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from . import telemetry
 from .telemetry import Finding, Reading, number, numbered, other, result
 

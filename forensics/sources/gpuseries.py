@@ -42,9 +42,10 @@ import polars as pl
 import pyarrow as pa
 
 from ..pci import canonical_bdf
+from ..reading import envelope
+from ..reading.base import SourceResult
 from ..schema import SAMPLES
 from . import derive, telemetry
-from .base import SourceResult
 
 NAME = "gpuseries"
 FORMS = (

@@ -45,9 +45,9 @@ from collections import defaultdict
 from functools import cache
 from typing import Any
 
+from ..reading.base import SourceResult
+from ..reading.fields import _data
 from ..text import split_lines
-from .base import SourceResult
-from .fields import _data
 from .telemetry import Finding, Reading, number, other, result
 
 NAME = "ibcounters"

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -39,15 +40,17 @@ import pyarrow as pa
 
 from ..errors import ParseError
 from ..families import Families, row
+from ..reading import envelope, prefix
+from ..reading.base import SourceResult, events_table, short_host, template_expr
+from ..reading.chunks import CHUNK_BYTES, MAX_GROWTH, iter_chunks
+from ..reading.metrics import _style_expr, read_metrics
+from ..reading.records import WINDOW, group_records
 from ..regex import ascii_classes
 from ..schema import METRICS
 from ..text import dedent, split_lines
-from . import envelope, kernel, prefix, stacks
-from .base import SourceResult, events_table, short_host, template_expr
-from .chunks import CHUNK_BYTES, MAX_GROWTH, iter_chunks
-from .metrics import _style_expr, read_metrics
+from . import kernel, nccl, stacks, torch, trainlog
+from .jobsniff import sniff_scores
 from .nccl import NCCL
-from .records import WINDOW, group_records
 from .torch import TORCH, classify_error
 from .trainlog import TRAIN
 
@@ -734,94 +737,43 @@ def parse(data: bytes, *, source: str = "trainlog", **options: Any) -> SourceRes
                         error=last.error, invalid_utf8_lines=last.invalid_utf8_lines, metrics=metrics)  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------- sniff
-
-_SNIFF = {
-    # (a WARN behind what no prefix took: a bare "file.cc:N NCCL WARN", 2.3's "file.h:N WARN", a paste's label)
-    "nccl": r"^NCCL (?:INFO|WARN|TRACE|CALL) |^(?:NCCL INFO )?NCCL version \d|^#\s+Rank\s+\d+ |^Job summary\s*$"
-            r"|\bNCCL WARN |^[\w./-]+\.(?:cc|cu|h|c|cpp|hpp):\d+ (?:\(\w+\) )?WARN |(?:Test )?NCCL failure \S+:\d+ '"
-            r"|^(?:WARN|INFO): Function: \w+ Line: \d+: NET/OFI ",
-    "torch": r"ProcessGroupNCCL|^Traceback \(most recent call last\)|^\s+File \"|torch\.|CUDA error|^frame #\d+: "
-             r"|ChildFailedError|exitcode\s*: -?\d|Root Cause \(first observed failure\)|<NO_OTHER_FAILURES>"
-             r"|Assertion .* failed|^terminate called|Watchdog caught|Heartbeat monitor",
-}
-_SNIFF = {source: ascii_classes(pattern) for source, pattern in _SNIFF.items()}
+# ---------------------------------------------------------------------------------------- sources
 
 
-@cache
-def _torch_sniff() -> str:
-    """PyTorch's own lines, and an error line of the ``cuda.error`` family: a file of one such line (a
-    paste of the last line of a job's output) is the job's output, not a kernel log."""
-    return _SNIFF["torch"] + "|" + TORCH.grammar.anchor_regex("cuda.error")
+@dataclass(frozen=True)
+class JobSource:
+    """A job-output source as the registry sees it: the name, forms and documentation of its module
+    (:mod:`.nccl`, :mod:`.torch`, :mod:`.trainlog`: the knowledge) with this module's reading.
 
-
-#: The launchers' rank prefixes (torchrun's ``[rank3]:``, mpirun's ``[1,3]<stderr>:``): the kernel never prints them.
-_RANKED = r"\[rank\d+\]:|\[\d+,\d+\]<std(?:out|err)>:"
-
-
-@cache
-def _loose() -> str:
-    """What a job family's line holds somewhere in it: the sniffing patterns without their line anchors,
-    and the rank prefixes. A cheap first test on every line of a big log, before any is peeled."""
-    parts = (_SNIFF["nccl"], _SNIFF["torch"], _RANKED)
-    return "|".join(re.sub(r"(^|\|)\^", r"\1", p) for p in parts)
-
-
-def job_lines(lines: pl.Series) -> pl.Series:
-    """Whether each of ``lines`` is a job family's, as sniffing reads a line (NCCL's, PyTorch's own, one
-    behind a launcher's rank prefix) and that no kernel envelope stamps, no kernel family flags and that
-    names no program as a journal line does: the records of a job's output pasted into a kernel log or a
-    journal export. (A bare CUDA error string is not enough here: daemons print them too.)
-
-    >>> job_lines(pl.Series(["[  12.3] usb 1-1: new device", "[rank0]: RuntimeError: boom",
-    ...                      "node1:12:34 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"])).to_list()
-    [False, True, True]
+    >>> SOURCES["nccl"].NAME, SOURCES["nccl"].sniff("node1:12:34 [0] NCCL INFO NCCL version 2.18.1+cuda12.1")
+    ('nccl', 1.0)
     """
-    out = pl.Series(values=[False] * lines.len(), dtype=pl.Boolean)
-    quick = lines.fill_null("").str.contains(_loose())
-    if not quick.any():
-        return out
-    at = quick.arg_true()
-    some = lines.gather(at)
-    env = envelope.split(some)
-    peeled = prefix.peeled(some)
-    msg = pl.col("msg")
-    said = peeled.select(
-        (pl.col("rank").is_not_null() | (pl.col("logger") == "nccl") | msg.str.contains(_SNIFF["nccl"])
-         | msg.str.contains(_SNIFF["torch"])).fill_null(False)
-    ).to_series()  # fmt: skip
-    # (a line that names its program, "nv-fabricmanager[3228]: …", is the journal's, cut off its stamp)
-    kernel_said = env.select(pl.col("stamped") | pl.col("msg").str.contains(kernel.KERNEL.prefilter())
-                             | pl.col("msg").str.contains(ascii_classes(envelope.BARE_IDENT))).to_series()
-    return out.scatter(at.filter(said & ~kernel_said.fill_null(False)), True)
+
+    module: ModuleType
+
+    @property
+    def NAME(self) -> str:  # noqa: N802 - the attribute every source module has
+        return str(self.module.NAME)
+
+    @property
+    def FORMS(self) -> tuple[str, ...]:  # noqa: N802
+        return tuple(self.module.FORMS)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        return self.module.__doc__
+
+    def sniff(self, head: str) -> float:
+        """How much of ``head`` this source would read (0..1), scored with the other job sources'."""
+        return sniff_scores(head)[self.NAME]
+
+    def parse(self, data: bytes, **options: Any) -> SourceResult:
+        """Parse job output into ``events`` (and ``metrics``) rows; see :func:`parse`."""
+        return parse(data, source=self.NAME, **options)
 
 
-def sniff_scores(head: str) -> dict[str, float]:
-    """How much of ``head`` each job-output source would read (0..1): lines of NCCL, of PyTorch, of the
-    trainer (step lines and trainer messages), after launcher and logger prefixes.
+#: The three job-output sources, registered in :data:`forensics.sources.SOURCES`.
+SOURCES: dict[str, JobSource] = {m.NAME: JobSource(m) for m in (nccl, torch, trainlog)}
 
-    The three job-output sources sniff the same head one after the other: it is scored once (a cache
-    of the last few heads; an unbounded one kept every file's head alive in a worker)."""
-    return dict(_scores(head))
-
-
-@lru_cache(maxsize=4)
-def _scores(head: str) -> tuple[tuple[str, float], ...]:
-    lines = head.splitlines()[:400]
-    if not lines:
-        return (("nccl", 0.0), ("torch", 0.0), ("trainlog", 0.0))
-    df = prefix.peeled(pl.Series(lines, dtype=pl.String))
-    msg = pl.col("msg")
-    trainer = msg.str.contains(TRAIN.prefilter()) | _style_expr(msg, df.height).is_not_null()
-    shares = df.select(
-        nccl=(msg.str.contains(_SNIFF["nccl"]) | (pl.col("logger") == "nccl")).mean(),
-        torch=msg.str.contains(_torch_sniff()).mean(),
-        trainlog=trainer.mean(),
-    ).row(0, named=True)
-    return tuple((name, min(1.0, 3.0 * float(share or 0.0))) for name, share in shares.items())
-
-
-# (what joblog.py offered before its stages moved to modules of their own: some names come from those)
-__all__ = ["CHUNK_BYTES", "FAMILIES", "MAX_GROWTH", "NCCL", "STALL_FACTOR", "STALL_MIN_S", "TORCH", "TRAIN", "WINDOW",
-           "classify_error", "group_records", "iter_chunks", "iter_parse", "job_lines", "parse", "parse_record",
-           "read_metrics", "sniff_scores"]  # fmt: skip
+__all__ = ["FAMILIES", "FOLD_STEPS", "SOURCES", "STALL_FACTOR", "STALL_MIN_S", "JobSource", "iter_parse", "parse",
+           "parse_record"]

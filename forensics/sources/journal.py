@@ -57,10 +57,11 @@ import pyarrow as pa
 
 from ..families import Families, row
 from ..pci import canonical_bdf
+from ..reading import envelope
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from ..regex import ascii_classes
-from . import envelope, kernel
-from .base import SourceResult
-from .fields import to_int
+from . import kernel
 
 NAME = "journal"
 FORMS = (
@@ -265,9 +266,8 @@ def sniff(head: str) -> float:
     if stamped and any(sum(1 for line in stamped if re.match(p, line)) >= 0.8 * len(stamped) for _, p, _ in _DAEMON_LOGS):
         return 0.9  # a fabric manager or DCGM host engine log file
     env = envelope.head_split(head)
-    services = env.select(
-        (pl.col("ident").is_not_null() & ~pl.col("ident").str.starts_with("kernel")).mean()
-    ).item() or 0.0
+    idents = env.get_column("ident").to_list()
+    services = sum(1 for x in idents if x is not None and not x.startswith("kernel")) / len(idents) if idents else 0.0
     return min(0.8, 0.2 + float(services)) if services > 0.1 else 0.0
 
 

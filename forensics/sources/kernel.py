@@ -1,6 +1,6 @@
 """Kernel logs: ``dmesg`` in every printed form, kern.log/syslog/journal kernel lines, /dev/kmsg, Talos.
 
-Producers and forms: see :mod:`forensics.sources.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
+Producers and forms: see :mod:`forensics.reading.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
 ``-x``, ``-r``, printk caller ids, ``--reltime``, ``/dev/kmsg``, RFC 3164/5424 syslog, journalctl
 ``short*``, ``talosctl dmesg``, unstamped lines). Families (``grammars/kernel.lark``): ``gpu.xid``,
 ``gpu.off_bus``, ``gpu.driver``, ``gpu.sxid``, ``pcie.aer``, ``pcie.link``, ``net.link``, ``net.nic``,
@@ -38,6 +38,7 @@ import io
 import json
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -53,11 +54,12 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
+from ..reading import envelope, interest
+from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
+from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
-from ..text import dedent, split_lines
-from . import envelope, interest
-from .base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
-from .fields import to_int
+from ..text import PYTHON_LINES, WHITESPACE, contains, dedent, few, split_lines
+from .jobsniff import job_lines
 
 NAME = "kernel"
 FORMS = (
@@ -118,15 +120,23 @@ def _alt(patterns: list[str]) -> str:
     return ascii_classes("|".join(f"(?:{p})" for p in patterns))
 
 
+#: Up to this many lines :func:`group_records` runs in Python on patterns compiled once per process: the
+#: dozen Polars plans of the column path cost a small file more than its lines do.
+SMALL_LINES = 256
+
+
 def group_records(env: pl.DataFrame, raw: pl.Series, *, stamp_share: float | None = None) -> pl.DataFrame:
     """Add ``rec`` (record number, from 0), ``piece`` (the line's text inside its record) and ``kflag`` (the
     kernel prefilter matches the piece) to ``env``. ``stamp_share`` is the share of the file's lines with a
     stamp (by default, of these lines'): a line without one in a stamped file was wrapped."""
+    if stamp_share is None:
+        stamp_share = env.get_column("stamped").mean() if env.height else 0.0
+    if (few(raw, SMALL_LINES) and env.height == raw.len()
+            and not (env.get_column("msg").null_count() or env.get_column("stamped").null_count())):
+        return _group_small(env, raw, float(stamp_share or 0.0))
     rules = _record_rules()
     msg = pl.col("msg")
     stamped = pl.col("stamped")
-    if stamp_share is None:
-        stamp_share = env.get_column("stamped").mean() if env.height else 0.0
     blank = raw.str.strip_chars() == ""
     marker = raw.str.contains(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
     df = env.with_columns(blank=blank, marker=marker, raw_indented=raw.str.contains(r"^\s+\S"))
@@ -191,6 +201,87 @@ def group_records(env: pl.DataFrame, raw: pl.Series, *, stamp_share: float | Non
     return df.with_columns(rec=start.cum_sum() - 1, head=start).drop(
         "cont0", "htag", "ctag", "last", "open_tag", "open_origin", "blank", "marker", "tagged", "msg", "raw_indented"
     )
+
+
+_WS = "[" + re.escape(WHITESPACE) + "]"
+_BLANK_OR_MARKER = re.compile(rf"^{_WS}*(?:\.\.\.|…){_WS}*$|^-- .* --{_WS}*$")
+_RAW_INDENTED = re.compile(rf"^{_WS}+[^{re.escape(WHITESPACE)}]")
+
+
+@cache
+def _small_rules() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str],
+                            tuple[tuple[str, re.Pattern[str]], ...], tuple[tuple[str, re.Pattern[str]], ...]]:  # fmt: skip
+    """The patterns of :func:`group_records` in Python's syntax: prefilter, continuation, tagged, last,
+    and the head and context tags in order."""
+    rules = _record_rules()
+    tagged = _alt([*rules.heads.values(), *rules.context.values()])
+    return (re.compile(for_python(KERNEL.prefilter())), re.compile(for_python(rules.any_cont)),
+            re.compile(for_python(tagged)), re.compile(for_python(rules.last)),
+            tuple((k, re.compile(for_python(v))) for k, v in rules.heads.items()),
+            tuple((k, re.compile(for_python(v))) for k, v in rules.context.items()))  # fmt: skip
+
+
+def _group_small(env: pl.DataFrame, raw: pl.Series, stamp_share: float) -> pl.DataFrame:
+    """:func:`group_records` of a few lines, in Python: the same columns, line by line (the column path's
+    expressions read as the state they carry: the open block's tag and origin)."""
+    prefilter, any_cont, tagged, last_rx, heads, context = _small_rules()
+    ws = WHITESPACE
+    kflags: list[bool] = []
+    pieces: list[str] = []
+    starts: list[bool] = []
+    open_tag: str | None = None  # the forward-filled tag of the lines before (null until one is set)
+    open_origin: str | None = None
+    for n, (text, msg, stamped) in enumerate(zip(raw.to_list(), env.get_column("msg").to_list(),
+                                                 env.get_column("stamped").to_list(), strict=True)):  # fmt: skip
+        text = text or ""
+        blank = not text.strip(ws)
+        marker = _BLANK_OR_MARKER.search(text) is not None
+        piece = msg.lstrip(ws) if (not stamped and stamp_share < 1) else msg
+        flagged = prefilter.search(piece) is not None
+        free = any_cont.search(msg) is not None
+        indented = not stamped and _RAW_INDENTED.search(text) is not None
+        wrapped = not stamped and stamp_share >= 0.5 and not free and not (msg[:1] and msg[:1] in ws) and not flagged
+        cont0 = not blank and not marker and (indented or wrapped or free)
+        htag = ctag = None
+        last = False
+        if tagged.search(msg):
+            htag = next((k for k, rx in heads if rx.search(msg)), None)
+            ctag = next((k for k, rx in context if rx.search(msg)), None)
+            last = last_rx.search(msg) is not None
+        family_line = ctag is not None and flagged
+        is_cont = (not blank and not marker and htag is None
+                   and (cont0 or (ctag is not None and open_tag == ctag))
+                   and not (family_line and (open_origin is None or open_origin == "orphan")))  # fmt: skip
+        kflags.append(flagged)
+        pieces.append(piece)
+        starts.append(not is_cont or n == 0)
+        # the state the next line sees (the column path's forward fill, shifted by one)
+        if blank or marker:
+            tag: str | None = ""
+        elif htag is not None:
+            tag = htag
+        elif ctag is not None:
+            tag = "" if last else ctag
+        else:
+            tag = None if cont0 else ""
+        if blank or marker:
+            origin: str | None = ""
+        elif htag is not None or family_line:
+            origin = "head"
+        elif ctag is not None and open_tag != ctag:
+            origin = "orphan"
+        else:
+            origin = None if (ctag is not None or cont0) else ""
+        open_tag = tag if tag is not None else open_tag
+        open_origin = origin if origin is not None else open_origin
+    recs, rec = [], -1
+    for start in starts:
+        rec += start
+        recs.append(rec)
+    # (a frame made of its columns: no plan to run)
+    return pl.DataFrame([*(c for c in env.get_columns() if c.name != "msg"),
+                         pl.Series("kflag", kflags, dtype=pl.Boolean), pl.Series("piece", pieces, dtype=pl.String),
+                         pl.Series("rec", recs, dtype=pl.UInt32), pl.Series("head", starts, dtype=pl.Boolean)])  # fmt: skip
 
 
 def _tag_expr(tags: dict[str, str], rows: int) -> pl.Expr:
@@ -648,10 +739,9 @@ def sniff(head: str) -> float:
     if env.is_empty():
         return 0.0
     stamped = env.get_column("stamped").mean() or 0.0
-    kernelish = env.select(
-        (pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")).mean()
-    ).item() or 0.0
-    flagged = env.get_column("msg").str.contains(KERNEL.prefilter()).mean() or 0.0
+    idents = env.get_column("ident").to_list()
+    kernelish = sum(1 for x in idents if x is None or x.startswith("kernel")) / len(idents)
+    flagged = contains(env.get_column("msg"), KERNEL.prefilter()).mean() or 0.0
     return min(1.0, 0.5 * float(stamped) * float(kernelish) + 2.0 * float(flagged))
 
 
@@ -734,6 +824,16 @@ def combine(chunks: list[SourceResult]) -> SourceResult:
                         invalid_utf8_lines=last.invalid_utf8_lines, host=last.host)  # fmt: skip
 
 
+def _most_named(hosts: pl.Series) -> str | None:
+    """The host most lines name (the first in sort order on a tie), or None."""
+    if hosts.len() > PYTHON_LINES:
+        hosts = hosts.drop_nulls()
+        return hosts.mode().sort().first() if hosts.len() else None  # type: ignore[return-value]
+    counts = Counter(h for h in hosts.to_list() if h is not None)
+    most = max(counts.values(), default=0)
+    return min((h for h, n in counts.items() if n == most), default=None)
+
+
 @dataclass(frozen=True)
 class _Shape:
     """What a file's head says of all its lines: the share with a stamp, and the test for a line on which
@@ -756,11 +856,10 @@ class _Shape:
         raw = split_lines(head[:at])[0]
         lines = dedent(raw, least=1)
         env = envelope.split(lines)
-        stamped = env.get_column("stamped") | (env.get_column("msg").str.contains(stamps) if stamps else False)
+        stamped = env.get_column("stamped") | (contains(env.get_column("msg"), stamps) if stamps else False)
         share = float(stamped.mean() or 0.0) if env.height else 0.0
-        hosts = env.get_column("host").drop_nulls()
-        host = hosts.mode().sort().first() if hosts.len() else None
-        deltas = bool(lines.head(DELTA_HEAD).str.contains(DELTA_LINE).any())
+        host = _most_named(env.get_column("host"))
+        deltas = bool(contains(lines.head(DELTA_HEAD), DELTA_LINE).any())
         return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps)  # type: ignore[arg-type]
 
     def starts(self, line: str) -> bool:
@@ -911,11 +1010,22 @@ def parse_text(
         grouped = _only_hit_records(grouped.with_columns(i=rows + line_offset, hit=hit_rows))
     year = options.pop("year", None)
     if year is None:
-        heads = grouped.filter(pl.col("head"))
-        year = _year_from_stamps(heads)
-        if heads.get_column("stamp_kind").is_in(["syslog", "human"]).any():
+        heads = grouped.filter(pl.col("head")) if grouped.height > SMALL_LINES else grouped
+        if grouped.height <= SMALL_LINES:  # (the heads' stamps read in Python: no plan for a few rows)
+            at = grouped.get_column("head").to_list()
+            kinds = [k for k, h in zip(grouped.get_column("stamp_kind").to_list(), at, strict=True) if h]
+            stamps = [k for k, h in zip(grouped.get_column("stamp").to_list(), at, strict=True) if h]
+            year = _year_in(stamps, kinds)
+            yearless = any(k in ("syslog", "human") for k in kinds)
+        else:
+            year = _year_from_stamps(heads)
+            yearless = bool(heads.get_column("stamp_kind").is_in(["syslog", "human"]).any())
+        if yearless:
             # a year-less stamp read takes its year from the stamps of every line, of interest or not
-            dated = every.filter(every.str.contains(r"[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\]"))
+            if few(every, SMALL_LINES):
+                dated = pl.Series([x for x in every.to_list() if x is not None and _PRINTED_YEAR.search(x)], dtype=pl.String)
+            else:
+                dated = every.filter(every.str.contains(_PRINTED_YEAR.pattern))
             found = _year_from_stamps(envelope.split(dated)) if dated.len() else None
             year = found if year is None or found is None else min(year, found)
         del heads
@@ -927,18 +1037,20 @@ def parse_text(
     return result
 
 
+#: A line that prints a year (ISO date, or a ctime stamp's ``… 12:34:56 2024]``): ASCII digits in both syntaxes.
+_PRINTED_YEAR = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\]")
+
+
 #: How many unstamped lines after a job's line in a stamped log may still be its record's (a traceback's
 #: body and its exception line carry no launcher prefix when the job ran without one).
 JOB_FOLLOW = 64
 
 
 def job_records(lines: pl.Series, *, stamped: bool) -> pl.Series | None:
-    """The lines of a line-oriented log that a job family reads (:func:`.joblog.job_lines`), and in a
+    """The lines of a line-oriented log that a job family reads (:func:`.jobsniff.job_lines`), and in a
     stamped log the unstamped lines that follow them up to the next stamped, blank or kernel line (the
     rest of a traceback); None when there are none. A file is read by every family whose records it holds."""
-    from . import joblog  # (joblog reads kernel lines itself: imported here, not at the top)
-
-    mask = joblog.job_lines(lines)
+    mask = job_lines(lines, not_job=KERNEL.prefilter())
     if not mask.any():
         return None
     if not stamped:
@@ -969,7 +1081,7 @@ def _with_job_records(result: SourceResult, lines: pl.Series, jobs: pl.Series, *
     reading of those lines: each run of them read as job output on its own (a record the job families fold
     over lines, NCCL's ``-> 2`` chain, does not run over the kernel's lines between two runs), its rows
     numbered in the whole file, the blanked lines cut out of the kernel's rows."""
-    from . import joblog
+    from . import joblog  # (the two read each other's lines: joblog imports this module at its top)
 
     at = jobs.arg_true().to_list()
     runs: list[list[int]] = []
@@ -1068,6 +1180,18 @@ def _around(lines: pl.Series, hits: pl.Series, shape: _Shape) -> tuple[pl.Series
 
 def _only_hit_records(df: pl.DataFrame) -> pl.DataFrame:
     """The records that hold a line of interest, numbered again from 0."""
+    if df.height <= SMALL_LINES:
+        recs, hits, heads = (df.get_column(c).to_list() for c in ("rec", "hit", "head"))
+        wanted = {r for r, h in zip(recs, hits, strict=True) if h}
+        keep = [r in wanted for r in recs]
+        renumbered, n = [], -1
+        for k, head in zip(keep, heads, strict=True):
+            if k:
+                n += head
+                renumbered.append(n)
+        kept = df.filter(pl.Series(keep, dtype=pl.Boolean))
+        kept.drop_in_place("hit")
+        return kept.replace_column(kept.get_column_index("rec"), pl.Series("rec", renumbered, dtype=df.schema["rec"]))
     return (
         df.filter(pl.col("hit").any().over("rec"))
         .with_columns(rec=pl.col("head").cum_sum() - 1)
@@ -1114,56 +1238,38 @@ def parse_records(
     if df.height == 0:  # (no record, or none of interest: the lines are counted all the same)
         return SourceResult(events_table([]), lines=lines, records=0, unparsed=0, error=None,
                             invalid_utf8_lines=bad_utf8, year=year, month=month_before)
-    kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
-    service_text = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("piece"))
-    if full:
-        kernel_flag, service_flag = kernel_line, ~kernel_line
-    else:
-        kernel_flag = kernel_line & pl.col("kflag")
-        service_flag = ~kernel_line & service_text.str.contains(services.prefilter()) if services else pl.lit(False)
-    heads = (
-        df.lazy()
-        .filter(pl.col("head"))
-        .select(
-            "rec", "i", "host", "ident", "ipid", "level", "uptime_s", "delta_s", "stamp", "stamp_kind", "caller",
-            "piece", *detail_columns, is_kernel=kernel_line, flag=kernel_flag | (service_flag if services else False),
-        )
-        .pipe(collect, df.height)
-    )  # fmt: skip
-    # Records are numbered 0..n-1 in order, so a record's number is its row among the heads.
-    multi = df.filter(~pl.col("head")).get_column("rec").unique()
-    if multi.len():
-        joined = (
-            df.filter(pl.col("rec").is_in(multi.implode()))
-            .group_by("rec", maintain_order=True)
-            .agg(joined=pl.col("piece").str.join("\n"))
-        )
-        message = heads.get_column("piece").clone().scatter(joined.get_column("rec"), joined.get_column("joined"))
-    else:
-        message = heads.get_column("piece")
-    heads = heads.with_columns(message=unescape_syslog(message).alias("message")).drop("piece")
+    small = few(df.get_column("piece"), SMALL_LINES) and not df.get_column("piece").null_count()
+    heads = _heads_small(df, full=full, services=services, detail_columns=detail_columns) if small else None
+    if heads is None:
+        heads = _heads(df, full=full, services=services, detail_columns=detail_columns)
     if year is None:
         year = _year_from_stamps(heads)
-    # (uptime-only logs, plain dmesg, have no wall-clock time to read)
-    ts, ts_from = envelope.to_utc_in(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone,
-                                     month_before=month_before)  # fmt: skip
     end_year, end_month = year, month_before
     if year is not None and heads.get_column("stamp_kind").is_in(["syslog", "human"]).any():
         months = envelope.yearless_months(heads.get_column("stamp"))
         end_year, end_month = envelope.year_after(months, year=year, month_before=month_before)
-    heads = heads.lazy().with_columns(ts=ts, ts_from=ts_from).with_columns(
+    # (uptime-only logs, plain dmesg, have no wall-clock time to read)
+    heads = envelope.with_utc(heads, "stamp", pl.col("stamp_kind"), year=year, timezone=timezone,
+                              month_before=month_before).with_columns(  # fmt: skip
         ts=envelope.after_headers(pl.col("ts"), pl.col("delta_s")),
         ts_from=pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_from").forward_fill()),
     ).pipe(collect, heads.height)  # fmt: skip
-    flagged = heads.filter(pl.col("flag")).with_columns(
-        text=pl.when(pl.col("is_kernel")).then(pl.col("message"))
-        .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
-    ).select("rec", "i", "is_kernel", "text", "ts_from", "caller", "delta_s", "ts", "stamp", *detail_columns)  # fmt: skip
+    names = ("rec", "i", "is_kernel", "message", "ts_from", "caller", "delta_s", "ts", "stamp", *detail_columns)
+    if small:  # (the flagged heads' values read in Python: no plan for a few rows)
+        flags, idents = heads.get_column("flag").to_list(), heads.get_column("ident").to_list()
+        rows = [(*v[:3], v[3] if v[2] else f"{ident}: {v[3]}", *v[4:])
+                for v, flag, ident in zip(zip(*(heads.get_column(c).to_list() for c in names)), flags, idents)
+                if flag]  # fmt: skip
+    else:
+        rows = heads.filter(pl.col("flag")).with_columns(
+            message=pl.when(pl.col("is_kernel")).then(pl.col("message"))
+            .otherwise(pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("message")))
+        ).select(*names).rows()  # fmt: skip
     found: list[dict[str, Any]] = []
     errors = 0
     first_error: str | None = None
     memo: dict[tuple[bool, str], tuple[dict[str, Any] | None, str | None]] = {}
-    for values in flagged.iter_rows():
+    for values in rows:
         rec, i, is_kernel, text, ts_from, caller, delta_s, ts_value, stamp, *extra = values
         families = KERNEL if is_kernel else services
         assert families is not None
@@ -1200,13 +1306,90 @@ def parse_records(
                         invalid_utf8_lines=bad_utf8, year=end_year, month=end_month)  # fmt: skip
 
 
+def _heads(df: pl.DataFrame, *, full: bool, services: Families | None, detail_columns: tuple[str, ...]) -> pl.DataFrame:
+    """The records of ``df`` (grouped lines), one row each: the envelope of the first line, ``message``
+    (the record's pieces joined), ``is_kernel`` and ``flag`` (a family may read it)."""
+    kernel_line = pl.col("ident").is_null() | pl.col("ident").str.starts_with("kernel")
+    service_text = pl.concat_str(pl.col("ident"), pl.lit(": "), pl.col("piece"))
+    if full:
+        kernel_flag, service_flag = kernel_line, ~kernel_line
+    else:
+        kernel_flag = kernel_line & pl.col("kflag")
+        service_flag = ~kernel_line & service_text.str.contains(services.prefilter()) if services else pl.lit(False)
+    heads = (
+        df.lazy()
+        .filter(pl.col("head"))
+        .select(
+            "rec", "i", "host", "ident", "ipid", "level", "uptime_s", "delta_s", "stamp", "stamp_kind", "caller",
+            "piece", *detail_columns, is_kernel=kernel_line, flag=kernel_flag | (service_flag if services else False),
+        )
+        .pipe(collect, df.height)
+    )  # fmt: skip
+    # Records are numbered 0..n-1 in order, so a record's number is its row among the heads.
+    multi = df.filter(~pl.col("head")).get_column("rec").unique()
+    if multi.len():
+        joined = (
+            df.filter(pl.col("rec").is_in(multi.implode()))
+            .group_by("rec", maintain_order=True)
+            .agg(joined=pl.col("piece").str.join("\n"))
+        )
+        message = heads.get_column("piece").clone().scatter(joined.get_column("rec"), joined.get_column("joined"))
+    else:
+        message = heads.get_column("piece")
+    return heads.with_columns(message=unescape_syslog(message).alias("message")).drop("piece")
+
+
+def _heads_small(df: pl.DataFrame, *, full: bool, services: Families | None,
+                 detail_columns: tuple[str, ...]) -> pl.DataFrame:  # fmt: skip
+    """:func:`_heads` of a few lines, in Python on patterns compiled once per process."""
+    idents, pieces, kflags, starts = (df.get_column(c).to_list() for c in ("ident", "piece", "kflag", "head"))
+    said = _python_re(services.prefilter()) if services is not None and not full else None
+    is_kernel, flag, message = [], [], []
+    for ident, piece, kflag, start in zip(idents, pieces, kflags, starts, strict=True):
+        if not start:  # a record's next line: its piece joins the record's message
+            message[-1] += "\n" + piece
+            continue
+        kernel_line = ident is None or ident.startswith("kernel")
+        is_kernel.append(kernel_line)
+        message.append(piece)
+        if full:
+            flag.append(kernel_line or services is not None)
+        elif kernel_line:
+            flag.append(bool(kflag))
+        else:
+            flag.append(said is not None and said.search(f"{ident}: {piece}") is not None)
+    if any("#012" in m or "#011" in m for m in message):  # (rsyslog's escapes: see unescape_syslog)
+        message = [m.replace("#012", "\n").replace("#011", "\t") for m in message]
+    mask = pl.Series(starts, dtype=pl.Boolean)
+    columns = [df.get_column(c).filter(mask) for c in ("rec", "i", "host", "ident", "ipid", "level", "uptime_s",
+                                                        "delta_s", "stamp", "stamp_kind", "caller", *detail_columns)]
+    return pl.DataFrame([*columns, pl.Series("is_kernel", is_kernel, dtype=pl.Boolean),
+                         pl.Series("flag", flag, dtype=pl.Boolean), pl.Series("message", message, dtype=pl.String)])
+
+
 def _year_from_stamps(heads: pl.DataFrame) -> int | None:
     """The year printed by any stamp of the file (ISO or ctime), to date its year-less stamps."""
+    if heads.height <= SMALL_LINES:
+        return _year_in(heads.get_column("stamp").to_list(), heads.get_column("stamp_kind").to_list())
     years = heads.filter(pl.col("stamp_kind").is_in(["iso", "ctime"])).select(
         pl.col("stamp").str.extract(r"(\d{4})(?:-| *$)", 1).cast(pl.Int32, strict=False).min()
     )
     value = years.item() if years.height else None
     return int(value) if value is not None else None
+
+
+_YEAR_PRINTED = re.compile(r"(\d{4})(?:-| *$)")
+
+
+def _year_in(stamps: list[str | None], kinds: list[str | None]) -> int | None:
+    """:func:`_year_from_stamps` of a few stamps, in Python (Rust's ``\\d`` is Unicode's too: a year in
+    other digits is read, and cast to no number, as the column path does)."""
+    years = []
+    for stamp, kind in zip(stamps, kinds, strict=True):
+        if kind in ("iso", "ctime") and stamp is not None and (m := _YEAR_PRINTED.search(stamp)):
+            if m.group(1).isascii():
+                years.append(int(m.group(1)))
+    return min(years) if years else None
 
 
 def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
@@ -1219,7 +1402,7 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         return envelope.scatter(data, rows, n)
 
     details = [json.dumps(f["detail"], ensure_ascii=False, default=str) for f in found]
-    heads = heads.with_columns(
+    facts = (  # (one plan with the select below)
         column("kind", pl.String()).alias("f_kind"),
         column("severity", pl.String()).alias("f_severity"),
         column("gpu", pl.String()).alias("f_gpu"),
@@ -1237,7 +1420,7 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         .otherwise(pl.struct(template=template, ts_from=pl.col("ts_from"), **extra).struct.json_encode())
     )
     host_col = pl.coalesce(pl.col("host"), pl.lit(host, pl.String))
-    out = heads.lazy().select(
+    out = heads.lazy().with_columns(*facts).select(
         incident=pl.lit(incident, pl.String),
         host=short_host(host_col),
         source=pl.when(pl.col("is_kernel")).then(pl.lit("kernel")).otherwise(pl.lit("journal")),

@@ -49,9 +49,9 @@ from lark.exceptions import LarkError
 from .. import catalog
 from ..grammar import parser
 from ..pci import canonical_bdf
+from ..reading.base import SourceResult
+from ..reading.fields import to_int
 from ..text import split_lines
-from .base import SourceResult
-from .fields import to_int
 from .telemetry import Finding, Reading, other, result
 
 NAME = "lspci"

@@ -24,6 +24,9 @@ Example::
 
 becomes ``kind=nccl.net_error code=12 host=kp-ddp-worker-0 pid=3468`` with ``detail`` ``{"status_name":
 "IBV_WC_RETRY_EXC_ERR", "vendor_err": 129, "peer": "10.216.210.236", "direction": "Recv", …}``.
+
+This module holds the source's name, forms and families (the knowledge); the reading of a job log is
+:mod:`.joblog`'s, which registers the source (``joblog.SOURCES['nccl']``: ``sniff`` and ``parse``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ from typing import Any
 
 from ..families import Families, row
 from ..pci import canonical_bdf
-from .base import SourceResult
-from .fields import _data, _find, _first, _generic, to_int
+from ..reading.fields import _data, _find, _first, _generic, to_int
 
 NAME = "nccl"
 FORMS = (
@@ -223,21 +225,3 @@ NCCL = Families("nccl", {
     "nccl.conn_closed": _conn_closed, "nccl.abort": _comm("nccl.abort", "warning"),
     "nccl.init": _comm("nccl.init", "info"), "nccl.version": _version, "nccl.ras": _ras,
 }, generic=_generic)  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------- parse
-# (:mod:`.joblog` reads NCCL's families from this module, so this module imports it when first called)
-
-
-def sniff(head: str) -> float:
-    """How sure we are that a file starting with ``head`` is NCCL debug output (0..1)."""
-    from . import joblog
-
-    return joblog.sniff_scores(head)["nccl"]
-
-
-def parse(data: bytes, **options: Any) -> SourceResult:
-    """Parse job output into ``events`` (and ``metrics``) rows; see :mod:`.joblog`."""
-    from . import joblog
-
-    return joblog.parse(data, source=NAME, **options)

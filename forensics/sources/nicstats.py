@@ -36,9 +36,9 @@ from typing import Any
 
 import polars as pl
 
+from ..reading.base import SourceResult
+from ..reading.fields import _data
 from ..text import split_lines
-from .base import SourceResult
-from .fields import _data
 from .telemetry import Finding, Reading, number, other, result, wall_clock
 
 NAME = "nicstats"

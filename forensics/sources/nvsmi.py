@@ -42,11 +42,12 @@ from lark.indenter import DedentError, Indenter
 
 from ..grammar import parser
 from ..pci import canonical_bdf
+from ..reading import envelope
+from ..reading.base import SourceResult, events_table
+from ..reading.fields import to_float, to_int
 from ..schema import GPUS
 from ..text import split_lines
-from . import derive, envelope, gpuseries, telemetry
-from .base import SourceResult, events_table
-from .fields import to_float, to_int
+from . import derive, gpuseries, telemetry
 
 NAME = "nvsmi"
 #: A ``--query-gpu`` loop's samples: stamps in the machine's wall clock, a bare-number device is the GPU index.

@@ -43,8 +43,8 @@ from typing import Any
 
 import polars as pl
 
+from ..reading.base import SourceResult
 from . import bmc, telemetry
-from .base import SourceResult
 
 NAME = "sel"
 FORMS = (

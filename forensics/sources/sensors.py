@@ -45,8 +45,8 @@ from lark import Transformer
 from lark.exceptions import LarkError
 
 from ..grammar import parser
+from ..reading.base import SourceResult
 from . import bmc, telemetry
-from .base import SourceResult
 
 NAME = "sensors"
 FORMS = (

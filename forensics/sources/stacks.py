@@ -39,8 +39,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from ..reading.base import SourceResult
 from ..text import split_lines
-from .base import SourceResult
+from .jobsniff import sniff_scores
 from .telemetry import Finding, other, result
 
 NAME = "stacks"
@@ -187,8 +188,6 @@ def sniff(head: str) -> float:
                   or _PYSPY_THREAD.match(x) or _GDB_SIGNAL.match(x) or re.match(r"^#0\s", x))  # fmt: skip
     if not (headers and stack >= 2 and stack >= 0.4 * len(lines)):
         return 0.0
-    from .joblog import sniff_scores  # (joblog routes a dump pasted in a job's output here: no cycle at import)
-
     return 0.0 if max(sniff_scores(head).values(), default=0.0) >= JOB_WINS else 0.9
 
 

@@ -31,10 +31,11 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from ..reading import envelope
+from ..reading.base import SourceResult, events_table, template_expr, to_schema
 from ..schema import SAMPLES
 from ..text import split_lines
-from . import derive, envelope
-from .base import SourceResult, events_table, template_expr, to_schema
+from . import derive
 
 _TS = pl.Datetime("us", "UTC")
 #: The columns a source's long frame of readings has before :func:`samples_table` adds the file's own.

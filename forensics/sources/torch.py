@@ -22,6 +22,9 @@ Example::
 
 becomes ``kind=torch.watchdog_timeout rank=0 severity=error`` with ``detail`` ``{"seq": 7753, "op":
 "_REDUCE_SCATTER_BASE", "timeout_ms": 600000, "ran_ms": 600061, "where": "ProcessGroupNCCL.cpp:607", …}``.
+
+This module holds the source's name, forms and families (the knowledge); the reading of a job log is
+:mod:`.joblog`'s, which registers the source (``joblog.SOURCES['torch']``: ``sniff`` and ``parse``).
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ from functools import cache
 from typing import Any
 
 from ..families import Families, row
-from .base import SourceResult
-from .fields import _data, _find, _first, _generic, to_float, to_int
+from ..reading.fields import _data, _find, _first, _generic, to_float, to_int
 from .nccl import _nccl_codes
 
 NAME = "torch"
@@ -298,21 +300,3 @@ TORCH = Families("traceback", {
     "job.child_failed": _child_failed, "job.report": _report, "py.exception": _py_exception,
     "cuda.error": _error_line,
 }, generic=_generic)  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------- parse
-# (:mod:`.joblog` reads TORCH's families from this module, so this module imports it when first called)
-
-
-def sniff(head: str) -> float:
-    """How sure we are that a file starting with ``head`` is PyTorch/torchrun output (0..1)."""
-    from . import joblog
-
-    return joblog.sniff_scores(head)["torch"]
-
-
-def parse(data: bytes, **options: Any) -> SourceResult:
-    """Parse job output into ``events`` (and ``metrics``) rows; see :mod:`.joblog`."""
-    from . import joblog
-
-    return joblog.parse(data, source=NAME, **options)

@@ -29,6 +29,9 @@ Example::
 
 becomes ``kind=train.grad_nonfinite code=240`` and metrics rows ``(240, lr, 0.00019813)`` …
 ``(240, grad_norm, NaN)``.
+
+This module holds the source's name, forms and families (the knowledge); the reading of a job log is
+:mod:`.joblog`'s, which registers the source (``joblog.SOURCES['trainlog']``: ``sniff`` and ``parse``).
 """
 
 from __future__ import annotations
@@ -37,8 +40,7 @@ import re
 from typing import Any
 
 from ..families import Families, row
-from .base import SourceResult
-from .fields import _find, _first, _generic, to_float, to_int
+from ..reading.fields import _find, _first, _generic, to_float, to_int
 
 NAME = "trainlog"
 FORMS = (
@@ -95,21 +97,3 @@ TRAIN = Families("trainlog", {
     "train.overflow": _overflow, "train.grad_nonfinite": _nonfinite("train.grad_nonfinite"),
     "train.loss_nonfinite": _nonfinite("train.loss_nonfinite"),
 }, generic=_generic)  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------- parse
-# (:mod:`.joblog` reads TRAIN's families from this module, so this module imports it when first called)
-
-
-def sniff(head: str) -> float:
-    """How sure we are that a file starting with ``head`` is a training log (0..1)."""
-    from . import joblog
-
-    return joblog.sniff_scores(head)["trainlog"]
-
-
-def parse(data: bytes, **options: Any) -> SourceResult:
-    """Parse job output into ``events`` (and ``metrics``) rows; see :mod:`.joblog`."""
-    from . import joblog
-
-    return joblog.parse(data, source=NAME, **options)

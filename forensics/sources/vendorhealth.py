@@ -51,10 +51,11 @@ from typing import Any
 
 import polars as pl
 
+from ..reading import envelope
+from ..reading.base import SourceResult
+from ..reading.fields import to_float, to_int
 from ..text import split_lines
-from . import bmc, envelope, telemetry
-from .base import SourceResult
-from .fields import to_float, to_int
+from . import bmc, telemetry
 
 NAME = "vendorhealth"
 FORMS = (

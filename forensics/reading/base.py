@@ -68,8 +68,10 @@ def events_table(rows: pl.DataFrame | list[dict[str, Any]]) -> pa.Table:
 
 def to_schema(rows: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     """``rows`` as exactly ``schema``: its columns in its order, cast to its types."""
-    table = rows.select(schema.names).to_arrow()
-    return pa.Table.from_arrays([table.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
+    # (each column read as it is, not a plan selecting them: a small file's rows cost no query)
+    columns = [rows.get_column(n).to_arrow() for n in schema.names]
+    return pa.Table.from_arrays([c.cast(schema.field(n).type) for c, n in zip(columns, schema.names, strict=True)],
+                                schema=schema)  # fmt: skip
 
 
 @cache
