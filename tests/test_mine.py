@@ -129,7 +129,6 @@ KNOWN_MISSES = {
     "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the board's; the bad riser is in the prose",
     # blind batch 7 (corpus/BLIND.md), misses at the commit it was scored at (7e0babd, and 1d91a0a):
     "bug-lightning-7027-slurm-multinode-all-ranks-local-rank-0-invalid-device-ordinal": "code_bug: no error line; every rank printing LOCAL_RANK: 0 is the bug, the invalid ordinal is in the prose",
-    "bug-transformers-11618-rng-state-save-before-rank0-creates-checkpoint-dir": "code_bug: a traceback's frames with neither its header nor its exception line",
     "cr-awsofinccl-1020-p5-container-without-dev-infiniband-fi-getinfo-no-data": "container_runtime: the OFI plugin's fi_getinfo() 'No data available' reads as the network; the missing /dev/infiniband is the thread's finding",
     "hostoom-comfyui-hunyuanvideowrapper-30-text-encoder-load-sigkill-no-swap": "host_oom: zsh's '[1] 60190 killed  python main.py' job status: no catalog reads a shell",
     "pcie-vllm-9920-a6000ada-tp2-stalls-iommu-acs-p2p-disabled-in-bios": "pcie_link: a stall with no error line; ACS/IOMMU blocking P2P is in the prose",
