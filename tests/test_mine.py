@@ -111,12 +111,9 @@ KNOWN_MISSES = {
     "storage-pytorchciinfra-907-hf-cache-rclone-oomkill-fuse-sigbus": "storage: a FUSE mount's rclone OOM-killed, the job's SIGBUS (-7): no row ties SIGBUS to a mount",
     # blind batch 5 (corpus/BLIND.md), misses at the round's merged code (43f1160):
     "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",
-    "drv-canvos-700-hgx-b200-ib-umad-not-loaded-fabricmanager-precheck": "driver: the FM start script's 'Kernel module ib_umad has not been loaded': no catalog row (FM is closed source)",
     "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
     "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
-    "hang-dscourse-17-barrier-before-set-device-both-ranks-cuda0": "hang: a watchdog timeout re-wrapped over two lines without its 'Watchdog caught collective operation timeout' head",
     "hostoom-tomotwin-122-embed-spawn-sigkill-insufficient-ram-swap": "host_oom: torch.multiprocessing.spawn's 'terminated with signal SIGKILL' reads as the exception it is; no OOM line",
-    "net-horovod-209-docker-masquerade-btl-tcp-match-incoming-failed": "network: Open MPI's btl tcp 'Match incoming connection ... failed' verbose line: no catalog row",
     "net-robotology-846-icub-eth-rx-crc-error-board-timeout": "network: a robot's board reporting Ethernet RX CRC errors: an application's own log no catalog reads",
     "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
