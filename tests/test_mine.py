@@ -110,12 +110,9 @@ KNOWN_MISSES = {
     "storage-pytorchciinfra-907-hf-cache-rclone-oomkill-fuse-sigbus": "storage: a FUSE mount's rclone OOM-killed, the job's SIGBUS (-7): no row ties SIGBUS to a mount",
     # blind batch 5 (corpus/BLIND.md), misses at the round's merged code (43f1160):
     "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",
-    "drv-canvos-700-hgx-b200-ib-umad-not-loaded-fabricmanager-precheck": "driver: the FM start script's 'Kernel module ib_umad has not been loaded': no catalog row (FM is closed source)",
     "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
     "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
-    "hang-dscourse-17-barrier-before-set-device-both-ranks-cuda0": "hang: a watchdog timeout re-wrapped over two lines without its 'Watchdog caught collective operation timeout' head",
     "hostoom-tomotwin-122-embed-spawn-sigkill-insufficient-ram-swap": "host_oom: torch.multiprocessing.spawn's 'terminated with signal SIGKILL' reads as the exception it is; no OOM line",
-    "net-horovod-209-docker-masquerade-btl-tcp-match-incoming-failed": "network: Open MPI's btl tcp 'Match incoming connection ... failed' verbose line: no catalog row",
     "net-robotology-846-icub-eth-rx-crc-error-board-timeout": "network: a robot's board reporting Ethernet RX CRC errors: an application's own log no catalog reads",
     "nvlink-siderolabs-511-h200-fabricmanager-node-config-file-invalid": "nvlink: FM's 'config file item ... has an invalid value': no catalog row (FM is closed source)",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
@@ -126,19 +123,9 @@ KNOWN_MISSES = {
     "pcie-ethminer-620-bad-riser-unspecified-launch-failure-4x1060": "pcie_link: an unspecified launch failure reads as the board's; the bad riser is in the prose",
     # blind batch 7 (corpus/BLIND.md), misses at the commit it was scored at (7e0babd, and 1d91a0a):
     "bug-lightning-7027-slurm-multinode-all-ranks-local-rank-0-invalid-device-ordinal": "code_bug: no error line; every rank printing LOCAL_RANK: 0 is the bug, the invalid ordinal is in the prose",
-    "bug-transformers-11618-rng-state-save-before-rank0-creates-checkpoint-dir": "code_bug: a traceback's frames with neither its header nor its exception line",
     "cr-awsofinccl-1020-p5-container-without-dev-infiniband-fi-getinfo-no-data": "container_runtime: the OFI plugin's fi_getinfo() 'No data available' reads as the network; the missing /dev/infiniband is the thread's finding",
-    "cr-charmedk8s-720-gpu-worker-nvidia-docker2-pinned-docker-ce-unmet-dependency": "container_runtime: apt's unmet dependency of nvidia-docker2: no catalog reads a package manager",
-    "cr-mlperfauto-664-trtllm-llama2-70b-harness-ucx-memlock-8mb-docker-daemon": "container_runtime: UCX's 'set max locked memory' warning unread; its ENOMEM reads as host memory",
-    "cr-mscclpp-467-h200-docker-cumemcreate-fabric-not-permitted-no-imex-channel": "container_runtime: cuMemCreate's 800 (not permitted) inside a Python exception reads as the program's",
-    "drv-negativo17-56-stale-dkms-tree-390-module-not-rebuilt-after-kernel-upgrade": "driver: DKMS's 'Could not locate dkms.conf' for the nvidia module: no catalog reads DKMS",
-    "drv-nix-4970-legacy-340-kmod-build-fails-newer-kernel-ioctl32-h": "driver: gcc's fatal error building the NVIDIA kernel module: no catalog reads a module build",
-    "drv-nvbio-7-nvidia-331-uvm-package-missing-cudagetdevicecount-30": "driver: modprobe's 'could not insert nvidia_331_uvm' and deviceQuery's 'cudaGetDeviceCount returned 30': neither read",
-    "drv-ollama-11593-rtx6000-blackwell-cuinit-3-nvidia-uvm-hmm-driver-bug": "driver: ollama's INFO 'cuda driver library init failure: 3' (cuInit's CUDA_ERROR_NOT_INITIALIZED) is not read",
     "hostoom-comfyui-hunyuanvideowrapper-30-text-encoder-load-sigkill-no-swap": "host_oom: zsh's '[1] 60190 killed  python main.py' job status: no catalog reads a shell",
-    "net-skypilot-3788-k8s-multinode-pod-hostname-unresolvable-nccl-timeout": "network: c10d's warning that a peer's name cannot be resolved (gai error -2) is not read",
     "pcie-vllm-9920-a6000ada-tp2-stalls-iommu-acs-p2p-disabled-in-bios": "pcie_link: a stall with no error line; ACS/IOMMU blocking P2P is in the prose",
-    "storage-akash-138-dgx-node-diskpressure-ephemeral-storage-evictions": "storage: kubelet's DiskPressure and eviction events in a kubectl describe table are not read",
     "storage-automodel-3686-virtiofs-makedirs-fileexistserror-at-checkpoint": "storage: a traceback into os.makedirs cut before its exception; virtiofs is in the prose",
 }
 
@@ -249,6 +236,18 @@ def test_the_abort_after_a_watchdog_timeout_is_its_teardown_not_the_code() -> No
     other = {**abort, "message": "terminate called after throwing an instance of 'std::out_of_range'",
              "detail": json.dumps({"exception": "std::out_of_range"})}  # fmt: skip
     assert _cause(_events(timeout, other))[0] == "code_bug"
+
+
+def test_an_exception_a_catalog_reads_as_another_cause_is_that_cause_not_the_code() -> None:
+    """python-exception yields: mscclpp's CuError carrying cuMemCreate's CUDA_ERROR_NOT_PERMITTED (a container
+    without its IMEX channel, microsoft/mscclpp#467, real) is the container runtime's; a KeyError no catalog
+    reads stays the program's."""
+    log = ROOT / "corpus/cr-mscclpp-467-h200-docker-cumemcreate-fabric-not-permitted-no-imex-channel/coriander/python-session.log"
+    line = log.read_text().splitlines()[-1]
+    exc = {"source": "torch", "file": "h/train.log", "kind": "py.exception", "severity": "error", "message": line}
+    cause, rule, _ = _cause(_events(exc))
+    assert (cause, rule) == ("container_runtime", "catalog:cuda.cumemcreate_not_permitted")
+    assert _cause(_events({**exc, "message": "KeyError: 'input_ids'"}))[:2] == ("code_bug", "python-exception")
 
 
 def test_a_nonfatal_nvlink5_xid_before_the_timeouts_leaves_a_hang() -> None:
@@ -394,6 +393,7 @@ kind = "disk.*"
         (GOOD + 'same = "scale"\n', "rules.toml:9: rule 'mine' step 1: field 'same': the first step has no step before it"),
         (GOOD + '\n[[rule.step]]\nkind = "fs.error"\nsame = 3\n',
          "rules.toml:12: rule 'mine' step 2: field 'same': expected a detail field name or a list of them"),
+        (GOOD.replace("weight = 0.5", 'weight = 0.5\nyields = "yes"'), "rules.toml:6: rule 'mine': field 'yields': expected true or false"),
     ],
 )  # fmt: skip
 def test_a_bad_rule_file_names_file_line_and_field(text: str, message: str) -> None:

@@ -120,7 +120,7 @@ def _chunks(ids: list[str], size: int) -> list[list[str]]:
 
 def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame:
     order = {r.name: n for n, r in enumerate(library.rules)}
-    matches = pl.concat([run_library(p, library), _catalog_matches(p)]).with_columns(
+    matches = pl.concat([_yielded(run_library(p, library), p, library), _catalog_matches(p)]).with_columns(
         _order=pl.col("rule").replace_strict(order, default=len(order), return_dtype=pl.Int32)
     )
     ranked = matches.sort(["incident", "score", "t_fail", "_order"], descending=[False, True, False, False],
@@ -248,6 +248,21 @@ def with_caveats(diagnoses: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
 CATALOG = 0.85
 #: Readings older than this before the job's end are history, not the cause (the rules' default horizon).
 CATALOG_HORIZON_US = 2 * 3_600_000_000
+
+
+def _yielded(matches: pl.DataFrame, p: pl.DataFrame, library: Library) -> pl.DataFrame:
+    """``matches`` without those of the generic rules (``yields = true``) whose failure event a catalog row reads
+    as another cause: a Python exception that carries a CUDA, NCCL or errno code, or a library's own message,
+    is that code's failure, not the program's (an emitter's default reading, the weak role-only one, does not
+    count)."""
+    generic = [r.name for r in library.rules if r.yields]
+    if not generic or matches.height == 0:
+        return matches
+    read = p.filter(pl.col("cat_cause").is_not_null() & (pl.col("cat_weight") > 0)
+                    & ~pl.col("catalog").str.ends_with(".default")).select(failure="row", _read="cat_cause")  # fmt: skip
+    out = matches.join(read, on="failure", how="left")
+    other = pl.col("rule").is_in(generic) & pl.col("_read").is_not_null() & (pl.col("_read") != pl.col("cause"))
+    return out.filter(~other).drop("_read")
 
 
 def _catalog_matches(p: pl.DataFrame) -> pl.DataFrame:

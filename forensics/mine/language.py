@@ -182,6 +182,7 @@ class Rule:
     horizon_us: int | None = 2 * 3_600_000_000
     fallback: str = "incident"
     origin: str = ""  # file:line
+    yields: bool = False  # a generic rule: gives way where a catalog reads its failure as another cause
 
     @property
     def failure(self) -> int:
@@ -216,7 +217,7 @@ class Library:
 
 _STEP_FIELDS = {"kind", "code", "severity", "min_severity", "detail", "message", "followers", "join", "within",
                 "order", "role", "same"}  # fmt: skip
-_RULE_FIELDS = {"name", "cause", "weight", "doc", "horizon", "fallback", "step", "unless"}
+_RULE_FIELDS = {"name", "cause", "weight", "doc", "horizon", "fallback", "step", "unless", "yields"}
 _FOLLOWER_FIELDS = {"name", "doc", "kind", "code", "severity", "min_severity", "detail", "message", "join",
                     "within", "after"}  # fmt: skip
 
@@ -375,6 +376,8 @@ class _Checker:
         if fallback not in FALLBACKS:
             raise self.fail(what, at("fallback"), f"field 'fallback': one of {', '.join(FALLBACKS)}")
         horizon = self.duration(raw, "horizon", what, at) if "horizon" in raw else 2 * 3_600_000_000
+        if not isinstance(raw.get("yields", False), bool):
+            raise self.fail(what, at("yields"), "field 'yields': expected true or false")
         raw_steps = raw.get("step")
         if not isinstance(raw_steps, list) or not raw_steps:
             raise self.fail(what, at("step"), "needs at least one [[rule.step]]")
@@ -397,7 +400,7 @@ class _Checker:
             for n, u in enumerate(raw_unless)
         )
         return Rule(name, raw["cause"], float(weight), raw.get("doc", ""), steps, unless, horizon, fallback,
-                    f"{self.path}:{at(None)}")  # fmt: skip
+                    f"{self.path}:{at(None)}", raw.get("yields", False))  # fmt: skip
 
     def follower(self, raw: Any, index: int) -> Follower:
         name, what, at = self.header(raw, index, "follower", _FOLLOWER_FIELDS)
