@@ -130,9 +130,7 @@ KNOWN_MISSES = {
     # blind batch 8 (corpus/BLIND.md), misses at every commit it was scored at (7e0babd .. 9e4c4e7):
     "cr-belle-136-docker-default-shm-nccl-unhandled-system-error-ipc-host": "container_runtime: NCCL's 'unhandled system error' alone; docker's default 64 MB /dev/shm is the thread's finding",
     "hang-finetunechatglm2-13-rank0-tokenization-exceeds-store-socket-timeout": "hang: the store's recvBytes timeout reads as the network; rank 0 still tokenizing is in the prose",
-    "hostoom-chatchat-470-chatglm6b-int4-load-defaultcpuallocator-not-enough-memory": "host_oom: c10's 'DefaultCPUAllocator: not enough memory' wrapped over lines reads as the program's exception",
     "num-paddledetection-1946-efficientdet-1gpu-8gpu-lr-loss-nan": "numerical: PaddleDetection's 'loss': 'nan' in a quoted dict is no step form the trainlog family reads",
-    "pcie-tensorflow-32654-mirroredstrategy-hang-iommu-dmar-p2p-write-faults": "pcie_link: the IOMMU's DMAR write faults on the GPUs' peer writes: no catalog reads intel-iommu",
     "pcie-tensorflow-44976-mirroredstrategy-stuck-first-allreduce-iommu-on": "pcie_link: a stall at the first all-reduce with no error line; the IOMMU is in the prose",
 }
 
