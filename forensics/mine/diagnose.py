@@ -6,7 +6,8 @@ winner's score, lowered by how close the best match of another cause comes::
 
     confidence = score₁ × (1 − score₂ / 2)
 
-An incident no rule matches is ``unknown`` (confidence 0.3 when a rank died, 0.1 when nothing did).
+An incident no rule, catalog row or cause's words (:mod:`.words`) explains is ``unknown`` (confidence 0.3 when
+a rank died, 0.1 when nothing did).
 
 The **first failure** is the earliest hardware event (GPU, PCIe, NIC, host, disk) of the winning chain,
 else its earliest error; for a hang, the
@@ -33,7 +34,7 @@ from typing import Any
 import polars as pl
 
 from ..schema import SEVERITIES
-from . import signals
+from . import signals, words
 from .engine import finish, incident_ends, matching, prepare, run_library, select_rows
 from .language import Library, load_library
 
@@ -120,7 +121,9 @@ def _chunks(ids: list[str], size: int) -> list[list[str]]:
 
 def _diagnose(p: pl.DataFrame, ids: list[str], library: Library) -> pl.DataFrame:
     order = {r.name: n for n, r in enumerate(library.rules)}
-    matches = pl.concat([_yielded(run_library(p, library), p, library), _catalog_matches(p)]).with_columns(
+    matches = pl.concat([_yielded(run_library(p, library), p, library), _catalog_matches(p)])
+    # What nothing else explains is read by the words of each cause, the weakest reading (forensics.mine.words).
+    matches = pl.concat([matches, words.matches(p, matches)], how="vertical_relaxed").with_columns(
         _order=pl.col("rule").replace_strict(order, default=len(order), return_dtype=pl.Int32)
     )
     ranked = matches.sort(["incident", "score", "t_fail", "_order"], descending=[False, True, False, False],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import messages, versions
-from . import collectives
+from . import collectives, words
 from ..schema import KINDS, SEVERITIES
 from .language import Follower, Library, Match, Rule
 
@@ -135,7 +135,7 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
     listed = said.fill_null(False) & ~pl.col("kind").is_in(_UNLISTED)
     emitted = pl.any_horizontal([d.expr() for d in catalog.defaults]) if catalog.defaults else pl.lit(False)
     coll = pl.col("message").str.contains(collectives.ANCHOR).fill_null(False)
-    selected = pl.col("kind").is_in(kinds) | read | listed | emitted
+    selected = pl.col("kind").is_in(kinds) | read | listed | emitted | words.candidates()
     # The rows that state a version are read in the same scan, for the version conflicts only; the ranks'
     # collectives (NCCL's COLL lines) for their comparison only.
     stated = pl.col("message").str.contains(versions.anchor()).fill_null(False)
@@ -183,6 +183,7 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
         .group_by("incident", maintain_order=True).head(LISTED).get_column("_i")
     )  # fmt: skip
     wanted = pl.concat([kept, read_rows, first]).unique()
+    wanted = pl.concat([wanted, p.filter(words.alone(p)).get_column("_i")]).unique()
     p = p.filter(pl.col("_i").is_in(wanted.implode()))
     p = p.with_columns(extra=~pl.col("_i").is_in(kept.implode())).drop("_i", "follower")
     # Versions that cannot work together on a host (forensics.versions) are events the rules read.

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from .. import messages, versions
 from ..schema import EVENTS
 from ..store import Dataset, OpenDataset, _replacing
-from . import engine
+from . import engine, words
 from .language import Library, load_library
 
 FOLDER = "signals"
@@ -50,10 +50,10 @@ def fingerprint(library: Library) -> str:
     """What the selection depends on: every predicate the library's rules and followers test, the
     kinds they name, the message catalogs and version statements and tables, and the source of the engine
     that applies them."""
-    source = b"".join(Path(m.__file__).read_bytes() for m in (engine, messages, versions))  # type: ignore[arg-type]
+    source = b"".join(Path(m.__file__).read_bytes() for m in (engine, messages, versions, words))  # type: ignore[arg-type]
     text = repr((engine._matches(library), sorted(library.kinds()), engine.DETAIL_KEYS, engine._EXTRA,
                  messages.load().entries, messages.load().codes, versions.statements(), versions.cuda_releases(),
-                 versions.architectures(), messages.load().defaults))
+                 versions.architectures(), messages.load().defaults, words.load()))
     return hashlib.blake2b(source + text.encode(), digest_size=8).hexdigest()
 
 

@@ -1,0 +1,88 @@
+"""The words of each cause: the last reading before ``unknown`` (forensics.mine.words)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import forensics
+from forensics.mine import words
+from forensics.regex import ascii_classes
+
+from .conftest import GOLDEN
+from .test_mine import XID79, _events
+
+ROOT = Path(__file__).parents[1]
+VOCABULARY = words.load()
+
+
+def _rows(*messages: str, kind: str = "other", severity: str = "error") -> pl.DataFrame:
+    n = len(messages)
+    return pl.DataFrame({"incident": ["i"] * n, "row": list(range(n)), "kind": [kind] * n, "severity": [severity] * n,
+                         "message": list(messages), "catalog": [None] * n, "follower": [False] * n, "t": [None] * n},
+                        schema_overrides={"catalog": pl.String, "t": pl.Int64, "row": pl.UInt32})  # fmt: skip
+
+
+@pytest.mark.parametrize("word", VOCABULARY.words, ids=lambda w: w.id)
+def test_every_word_reads_its_example_as_its_cause(word: words.Word) -> None:
+    assert word.example and word.doc, word.id
+    assert pl.Series([word.example]).str.contains(ascii_classes(word.regex)).item(), word.id
+    read = words.readings(_rows(word.example))
+    assert word.cause in read.get_column("cause").to_list()
+    if word.alone:  # read on an untyped info line too, and kept by the one pass over all events
+        frame = _rows(word.example, severity="info")
+        assert frame.filter(words.candidates()).height == 1, word.id
+        assert words.alone(frame).item(), word.id
+
+
+def _golden_lines() -> list[str]:
+    lines = []
+    for path in sorted(GOLDEN.rglob("*")):
+        if path.is_file() and path.suffix in (".log", ".txt", ".csv", ".out"):
+            lines += path.read_text("utf-8", errors="replace").splitlines()
+    return lines
+
+
+def test_the_anchors_find_every_real_line_an_alone_phrase_reads() -> None:
+    frame = pl.DataFrame({"message": _golden_lines()}).with_columns(kind=pl.lit("other"))
+    found = frame.filter(words.candidates())
+    for word in (w for w in VOCABULARY.words if w.alone):
+        read = frame.filter(pl.col("message").str.contains(ascii_classes(word.regex)))
+        missed = read.join(found, on="message", how="anti")
+        assert missed.is_empty(), (word.id, missed.head(3).get_column("message").to_list())
+    # The pass keeps few of the lines: it is a filter, not the reading.
+    assert found.height < frame.height / 2
+
+
+def test_a_healthy_nvidia_smi_dump_in_a_job_log_says_nothing() -> None:
+    dump = (GOLDEN / "nvsmi" / "nvsmi-q-535.154.05-8x-rtx4090-01.txt").read_text("utf-8").splitlines()
+    assert any("Not Active" in line for line in dump)
+    assert words.readings(_rows(*dump, severity="info")).is_empty()
+    assert not words.alone(_rows(*dump, severity="info")).any()
+
+
+def test_an_incident_nothing_else_explains_is_read_by_its_words() -> None:
+    # A service processor's thermal ring buffer (oxidecomputer/hubris#2361): no catalog knows its firmware.
+    folder = ROOT / "corpus" / "thermal-hubris-2361-cosmo-sp-overheat-poweroff" / "cosmo-b"
+    lines = (folder / "sp-ringbuf-thermal.txt").read_text("utf-8").splitlines()
+    rows = [{"file": "cosmo-b/sp-ringbuf-thermal.txt", "line": n, "source": "joblog", "message": m}
+            for n, m in enumerate(lines, 1)]  # fmt: skip
+    d = forensics.diagnose(_events(*rows)).row(0, named=True)
+    assert (d["root_cause"], d["rule"]) == ("thermal", "words:thermal")
+    assert d["confidence"] < words.CEILING
+    assert any("Overheated" in e["message"] for e in d["evidence"])
+
+
+def test_the_words_never_outweigh_a_rule_or_a_catalog() -> None:
+    overheat = {"line": 2, "message": "12 1120     3610        1 AutoState(Overheated)"}
+    d = forensics.diagnose(_events(XID79, overheat)).row(0, named=True)
+    assert d["root_cause"] == "gpu_hardware" and not d["rule"].startswith("words:")
+
+
+def test_the_causes_words_compete_by_weight() -> None:
+    read = words.readings(_rows("ERROR: connection refused by the storage mount", "RuntimeError: loss: nan"))
+    assert set(read.get_column("cause")) >= {"network", "storage", "numerical"}
+    # A row counts once per cause: its heaviest word.
+    assert read.group_by("row", "cause").len().get_column("len").max() == 1
