@@ -101,6 +101,9 @@ class Entry:
     since: str = ""
     until: str = ""
     file: str = ""
+    #: the row only says what kind of line it is (the bare "<Type>Error: " of an exception): it names no cause
+    #: and never hides a reading inside it
+    typing: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class Hit:
     code: Code | None = None
     span: tuple[int, int] = (0, 0)  # where the row's pattern matched the message
     holes: tuple[tuple[int, int], ...] = ()  # where its named groups matched (text it takes as it comes)
+    typing: bool = False  # the row's ``typing``
 
     @property
     def cause(self) -> str | None:
@@ -218,9 +222,16 @@ class Catalog:
         # wrapper that takes the inner message as a group (PyTorch's "CUDA initialization: %s", the container
         # CLI's "<stage> error: %s") or reads a code there does not: the inner row says more.
         # A row that reads a message as harmless (no cause: NCCL's INFO that an optional plugin did not load, quoting
-        # dlopen's error) does the same: the inner reading is not what the program said.
-        named = [h for h in hits if h.code is None and (h.weight > 0 or not h.causes)]
+        # dlopen's error) does the same: the inner reading is not what the program said. A row that only types
+        # a line (``typing``: the bare "<Type>Error: " of an exception line) quotes nothing and hides nothing.
+        named = [h for h in hits if h.code is None and not h.typing and (h.weight > 0 or not h.causes)]
         hits = [h for h in hits if not any(_inside(h, o) for o in named)]
+        # A wrapper that takes the inner message as a group (the container CLI's "<stage> error: %s") gives way to
+        # a program's own row reading what it quotes ("nvml error: driver not loaded"): the inner row says more.
+        own = [h for h in hits if h.code is None and not h.id.startswith("code.") and h.weight > 0]
+        hits = [o for o in hits if not any(
+            o.span[0] <= h.span[0] and h.span[1] <= o.span[1] and h.span[1] - h.span[0] < o.span[1] - o.span[0]
+            and any(s <= h.span[0] < e for s, e in o.holes) for h in own)]  # fmt: skip
         return max(hits, key=lambda h: (h.weight > 0, not h.id.startswith("code."), h.weight)) if hits else None
 
     def anchors(self) -> list[str]:
@@ -263,7 +274,7 @@ class Catalog:
             if code is not None:
                 break
         if code is None:
-            return Hit(entry.id, entry.kind, entry.causes, entry.role, span=m.span(), holes=_holes(m))
+            return Hit(entry.id, entry.kind, entry.causes, entry.role, span=m.span(), holes=_holes(m), typing=entry.typing)
         kind = code.kind if entry.kind in ("cuda.error", "other", "") and code.kind else entry.kind
         # the code names the cause when it knows one: a wrapper's own candidates are its guess without it
         return Hit(entry.id, kind, code.causes or entry.causes, _weaker(entry.role, code.role), code, m.span(), _holes(m))
@@ -396,7 +407,7 @@ def load() -> Catalog:
                 id=m["id"], emitter=emitter, pattern=_scoped(m["pattern"]), kind=m.get("kind", "other"),
                 causes=_causes(m.get("causes", {})), role=m.get("role", "context"), cite=m.get("cite", ""),
                 format=m.get("format", ""), example=m.get("example", ""), since=m.get("since", ""),
-                until=m.get("until", ""), file=name,
+                until=m.get("until", ""), file=name, typing=bool(m.get("typing", False)),
             ))  # fmt: skip
     codes = []
     for _, text in _data_files(".csv"):

@@ -17,6 +17,8 @@ from forensics.parse import parse_bytes
 from forensics.regex import ascii_classes, for_python
 from forensics.schema import KINDS
 
+from .test_mine import _events
+
 CATALOG = messages.load()
 ROOT = Path(__file__).parents[1]
 GOLDEN = ROOT / "tests/golden"
@@ -430,3 +432,41 @@ def test_an_emitter_s_typed_error_is_read_by_its_kind(tmp_path: Path) -> None:
     d = _diagnose_files(tmp_path, {"n/journal.txt": log})
     assert (d["root_cause"], d["rule"]) == ("container_runtime", "catalog:kubernetes.default")
     assert d["confidence"] < 0.3
+
+
+def test_a_line_typing_row_hides_no_reading_and_a_wrapper_yields_to_what_it_quotes() -> None:
+    """The bare exception line ("<Type>Error: ", a row that only types the line) once hid the readings that
+    start with it: "MemoryError: Unable to allocate …" read as a bare exception, not the host's memory. A
+    harmless INFO quoting dlopen's error still hides it; the container CLI's "<stage> error: %s" gives way to
+    the row reading the NVML error it quotes."""
+    catalog = messages.load()
+    cases = {
+        "MemoryError: Unable to allocate 7.45 GiB for an array with shape (1000000000, 2) and data type float32":
+            ("python.memory_error", "host_oom"),
+        "FloatingPointError: Predicted boxes or scores contain Inf/NaN. Training has diverged.":
+            ("python.floating_point_error", "numerical"),
+        "nvidia-container-cli: initialization error: nvml error: unknown error": ("nvidia_container.cli_nvml_error", "driver"),
+        "::16674:16674 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open "
+        "shared object file: No such file or directory": ("nccl.plugin_not_loaded_info", None),
+        "KeyError: 'labels'": ("python.argument_error", "code_bug"),
+        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer":
+            ("python.exception_line", None),
+    }  # fmt: skip
+    for line, (row, cause) in cases.items():
+        best = catalog.best(line)
+        assert (best.id, best.cause) == (row, cause), line
+
+
+def test_nccl_s_result_code_carries_what_its_warning_said() -> None:
+    """CSCS's nccl-tests with NCCL_NET="AWS Libfabric" and the plugin not loaded: NCCL WARNs that the network
+    is not found, and the test then prints the code, "invalid usage (run with NCCL_DEBUG=WARN for details)".
+    The code is the cascade of the WARN, not the user's misuse."""
+    base = {"host": "nid006352", "source": "nccl", "file": "nid006352/nccl.log", "severity": "error"}
+    events = _events(
+        {**base, "line": 1, "kind": "nccl.warn", "message": "nid006352:34157:34217 [1] net.cc:626 NCCL WARN Error: network AWS Libfabric not found."},
+        {**base, "line": 2, "kind": "other", "message": "nid006352: Test NCCL failure common.cu:958 'invalid usage (run with NCCL_DEBUG=WARN for details)"},
+    )  # fmt: skip
+    assert forensics.diagnose(events).row(0, named=True)["root_cause"] == "network"
+    alone = _events({**base, "line": 2, "kind": "other",
+                     "message": "Test NCCL failure common.cu:958 'invalid usage (run with NCCL_DEBUG=WARN for details)"})
+    assert forensics.diagnose(alone).row(0, named=True)["root_cause"] == "code_bug"

@@ -111,7 +111,6 @@ KNOWN_MISSES = {
     "cr-cudfspark-7632-ucx-rdma-container-memlock-64mb-ibv-create-cq-enomem": "container_runtime: UCX's ibv_create_cq ENOMEM reads as memory; the container's 64 MB memlock limit is the maintainer's finding",
     "drv-pyxis-81-p4d-enroot-nvidia-uvm-not-loaded-cuda-unknown-error": "driver: nccl-tests' 'Test CUDA failure ... unknown error' alone; nvidia_uvm not loaded is the thread's finding",
     "gpuhw-aicr-1858-aks-h100-probe-fails-7-of-8-gpus": "gpu_hardware: 'The NVIDIA probe routine failed' reads as the driver; the faulty H100 is the maintainer's finding",
-    "hostoom-tomotwin-122-embed-spawn-sigkill-insufficient-ram-swap": "host_oom: torch.multiprocessing.spawn's 'terminated with signal SIGKILL' reads as the exception it is; no OOM line",
     "nvlink-siderolabs-893-hgx-b200-fm-wrapper-picks-sm-disabled-nvswitch-port": "nvlink: the FM log shows no error line; the wrong NVSwitch port is the maintainer's finding",
     # blind batch 6 (corpus/BLIND.md), misses left after the fixes made from it:
     "cr-enroot-13-slurm-job-enroot-runtime-path-run-user-permission-denied": "container_runtime: one coreutils line, mkdir's Permission denied on /run/user/UID; enroot is named only in the prose",

@@ -21,8 +21,9 @@ VOCABULARY = words.load()
 def _rows(*messages: str, kind: str = "other", severity: str = "error") -> pl.DataFrame:
     n = len(messages)
     return pl.DataFrame({"incident": ["i"] * n, "row": list(range(n)), "kind": [kind] * n, "severity": [severity] * n,
-                         "message": list(messages), "catalog": [None] * n, "follower": [False] * n, "t": [None] * n},
-                        schema_overrides={"catalog": pl.String, "t": pl.Int64, "row": pl.UInt32})  # fmt: skip
+                         "message": list(messages), "catalog": [None] * n, "cat_cause": [None] * n, "follower": [False] * n,
+                         "t": [None] * n},
+                        schema_overrides={"catalog": pl.String, "cat_cause": pl.String, "t": pl.Int64, "row": pl.UInt32})  # fmt: skip
 
 
 @pytest.mark.parametrize("word", VOCABULARY.words, ids=lambda w: w.id)
@@ -86,3 +87,34 @@ def test_the_causes_words_compete_by_weight() -> None:
     assert set(read.get_column("cause")) >= {"network", "storage", "numerical"}
     # A row counts once per cause: its heaviest word.
     assert read.group_by("row", "cause").len().get_column("len").max() == 1
+
+
+def test_an_exception_whose_message_names_another_cause_is_that_cause() -> None:
+    # A trainer's own exception for a diverged run (detectron2's FloatingPointError wording, with a type the
+    # catalogs do not know): the phrase in its message names the numbers, not the program.
+    line = {"kind": "other", "message": "TrainingError: Predicted boxes or scores contain Inf/NaN. Training has diverged."}
+    d = forensics.diagnose(_events(line)).row(0, named=True)
+    assert d["root_cause"] == "numerical"
+    plain = {"kind": "other", "message": "TrainingError: the batch has 3 dimensions, expected 4"}
+    assert forensics.diagnose(_events(plain)).row(0, named=True)["root_cause"] == "code_bug"
+
+
+def test_a_line_that_states_its_level_is_an_error() -> None:
+    quiet = _rows("allocating the batch failed: shm is too small", severity="info")
+    loud = _rows("ERROR: allocating the batch failed: shm is too small", severity="info")
+    assert words.readings(loud).get_column("weight").max() == 2 * words.readings(quiet).get_column("weight").max()
+
+
+def test_a_new_vocabulary_redoes_the_stored_diagnoses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics.mine import stored
+    from forensics.mine.language import load_library
+
+    library = load_library()
+    stored._fingerprint.cache_clear()
+    before = stored.fingerprint(library)
+    monkeypatch.setattr(words, "load", lambda: words.Vocabulary(VOCABULARY.words[:-1], VOCABULARY.healthy))
+    stored._fingerprint.cache_clear()
+    try:
+        assert stored.fingerprint(library) != before
+    finally:
+        stored._fingerprint.cache_clear()

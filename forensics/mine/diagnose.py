@@ -257,12 +257,16 @@ def _yielded(matches: pl.DataFrame, p: pl.DataFrame, library: Library) -> pl.Dat
     """``matches`` without those of the generic rules (``yields = true``) whose failure event a catalog row reads
     as another cause: a Python exception that carries a CUDA, NCCL or errno code, or a library's own message,
     is that code's failure, not the program's (an emitter's default reading, the weak role-only one, does not
-    count)."""
+    count); or whose message holds a phrase that names another cause (:func:`.words.phrases`)."""
     generic = [r.name for r in library.rules if r.yields]
     if not generic or matches.height == 0:
         return matches
     read = p.filter(pl.col("cat_cause").is_not_null() & (pl.col("cat_weight") > 0)
                     & ~pl.col("catalog").str.ends_with(".default")).select(failure="row", _read="cat_cause")  # fmt: skip
+    # A phrase of another cause in the exception's own message names it too ("Training has diverged").
+    named = words.phrases(p.join(matches.select(row="failure"), on="row", how="semi"))
+    read = pl.concat([read, named.select(failure=pl.col("row").cast(read.schema["failure"]), _read="cause")])
+    read = read.unique("failure", keep="first", maintain_order=True)
     out = matches.join(read, on="failure", how="left")
     other = pl.col("rule").is_in(generic) & pl.col("_read").is_not_null() & (pl.col("_read") != pl.col("cause"))
     return out.filter(~other).drop("_read")

@@ -19,10 +19,10 @@ from typing import Any
 
 import polars as pl
 
-from .. import messages
+from .. import messages, versions
 from ..schema import DIAGNOSES
 from ..store import DIAGNOSES as FOLDER
-from . import engine, language
+from . import words
 from .diagnose import diagnose
 from .language import Library, load_library
 
@@ -35,8 +35,11 @@ def fingerprint(library: Library) -> str:
 
 @cache
 def _fingerprint(rules: str) -> str:
-    code = b"".join(Path(m.__file__).read_bytes() for m in (sys.modules[diagnose.__module__], engine, language, messages))  # type: ignore[arg-type]
-    catalog = repr((messages.load().entries, messages.load().codes)).encode()
+    # Every module of the mining package (the engine, the diagnosis, the words, the collectives …) and the
+    # readers of messages and versions: a change to any of them redoes the diagnoses.
+    modules = sorted(Path(sys.modules[diagnose.__module__].__file__).parent.glob("*.py"))  # type: ignore[arg-type]
+    code = b"".join(p.read_bytes() for p in [*modules, Path(messages.__file__), Path(versions.__file__)])  # type: ignore[arg-type]
+    catalog = repr((messages.load().entries, messages.load().codes, messages.load().defaults, words.load())).encode()
     return hashlib.blake2b(code + catalog + rules.encode(), digest_size=8).hexdigest()
 
 

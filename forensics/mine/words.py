@@ -33,6 +33,8 @@ CEILING = 0.2
 SEVERITY_FACTOR = {"critical": 1.0, "error": 1.0, "warning": 0.7}
 #: The factor of a row below warning (an untyped line read for its trouble words or an ``alone`` phrase).
 PLAIN_FACTOR = 0.5
+#: An untyped line that states its own level ("ERROR: ...", "[FATAL]", "E1207 ...", a "| ERROR |" column) is an error.
+LEVEL = r"^\W{0,3}(?:ERROR|FATAL|CRITICAL|CRIT|EMERG|PANIC)\b|\b(?:ERROR|FATAL|CRITICAL)\b[:\]|]"
 #: A cause's words must weigh at least this much in an incident to answer: one phrase that names it on an
 #: untyped line (1 × 0.5) or on a warning; a word of its layer (0.4) on one error (a udev probe that "failed"
 #: on "sdb") is too little, on two it is enough.
@@ -41,6 +43,8 @@ MINIMUM = 0.5
 EVIDENCE = 5
 #: The kinds an ``alone`` phrase is read on whatever their severity: what no source typed.
 UNTYPED = ("other", "unparsed", "py.traceback", "fs.error")
+#: Kinds that are trouble whatever their severity: an exception raised, a program aborting.
+RAISED = ("py.exception", "py.traceback", "cpp.abort")
 #: Kinds never read by words: a hardware, telemetry or training event says what it is, and the rules
 #: weigh it (a corrected AER alone is no cause); a kernel's warning is only a warning.
 TYPED = r"^(?:bmc|gpu|pcie|net|host|disk|train|env)\."
@@ -121,21 +125,28 @@ def alone(rows: pl.DataFrame, vocabulary: Vocabulary | None = None) -> pl.Series
     return rows.get_column("_n").is_in(read.implode())
 
 
-def readings(p: pl.DataFrame, vocabulary: Vocabulary | None = None) -> pl.DataFrame:
+def readings(p: pl.DataFrame, vocabulary: Vocabulary | None = None, *, catalogued: bool = False) -> pl.DataFrame:
     """Per row of ``p`` (prepared rows: ``incident``, ``row``, ``kind``, ``severity``, ``message``,
     ``catalog``, ``follower``) and cause: the weight its words give (columns ``incident``, ``row``, ``cause``,
-    ``weight``, ``word``), for the rows no catalog read and no follower."""
+    ``weight``, ``word``), for the rows no catalog read (with ``catalogued``, also those a catalog row read
+    without naming a cause: a bare exception line) and no follower."""
     vocabulary = vocabulary or load()
     schema = {"incident": pl.String, "row": pl.UInt32, "cause": pl.String, "weight": pl.Float64, "word": pl.String}
-    trouble = pl.col("severity").is_in(list(SEVERITY_FACTOR)) | pl.col("message").str.contains(messages.TROUBLE)
+    trouble = (pl.col("severity").is_in(list(SEVERITY_FACTOR)) | pl.col("kind").is_in(RAISED)
+               | pl.col("message").str.contains(messages.TROUBLE))
+    # A row a catalog read names no cause when it only typed it: an exception line stays readable.
+    unread = pl.col("catalog").is_null() | (pl.col("cat_cause").is_null() & pl.col("kind").is_in(RAISED))
+    if catalogued:
+        unread = unread | pl.col("cat_cause").is_null()
     rows = p.filter(
-        pl.col("catalog").is_null() & ~pl.col("follower") & pl.col("message").is_not_null()
+        unread & ~pl.col("follower") & pl.col("message").is_not_null()
         & ~pl.col("kind").str.contains(TYPED)
         & (trouble | pl.col("kind").is_in(UNTYPED))
         & ~pl.col("message").str.contains(ascii_classes("(?i)" + vocabulary.healthy))
     ).select("incident", pl.col("row").cast(pl.UInt32), "message",
              _trouble=trouble.fill_null(False),
-             _factor=pl.col("severity").replace_strict(SEVERITY_FACTOR, default=PLAIN_FACTOR, return_dtype=pl.Float64))  # fmt: skip
+             _factor=pl.when(pl.col("kind").is_in(UNTYPED) & pl.col("message").str.contains(LEVEL)).then(1.0)
+             .otherwise(pl.col("severity").replace_strict(SEVERITY_FACTOR, default=PLAIN_FACTOR, return_dtype=pl.Float64)))  # fmt: skip
     if rows.is_empty():
         return pl.DataFrame(schema=schema)
     found = []
@@ -146,6 +157,15 @@ def readings(p: pl.DataFrame, vocabulary: Vocabulary | None = None) -> pl.DataFr
     out = pl.concat(found).cast(schema)  # type: ignore[arg-type]
     # A row counts once per cause: its heaviest word.
     return out.sort("weight", descending=True).unique(["row", "cause"], keep="first", maintain_order=True).select(list(schema))
+
+
+def phrases(p: pl.DataFrame, vocabulary: Vocabulary | None = None) -> pl.DataFrame:
+    """The rows of ``p`` a phrase names a cause in (a word of weight 1: "Training has diverged", "No space
+    left on device"), whether or not a catalog row typed them: ``row`` and ``cause``."""
+    vocabulary = vocabulary or load()
+    named = [w.id for w in vocabulary.words if w.weight >= 1]
+    read = readings(p, vocabulary, catalogued=True).filter(pl.col("word").is_in(named))
+    return read.select("row", "cause").unique()
 
 
 def matches(p: pl.DataFrame, explained: pl.DataFrame, vocabulary: Vocabulary | None = None) -> pl.DataFrame:
