@@ -468,7 +468,36 @@ def _aer_severity(text: str) -> str:
     return "corrected"
 
 
+#: CPER's section severities (cper_severity_str) → the AER severity words of the ``pcie.aer`` rows.
+_CPER_SEVERITY = {"fatal": "fatal", "recoverable": "nonfatal", "corrected": "corrected", "info": "corrected"}
+
+
+def _cper_pcie(text: str) -> dict[str, Any]:
+    """A firmware-first PCIe error: the PCIe section of an APEI GHES record (drivers/firmware/efi/cper.c)."""
+    words = re.findall(r"(?:event severity: |Error \d+, type: )(\w+)", text)
+    aer_severity = _CPER_SEVERITY.get(words[-1] if words else "", "nonfatal")
+    device = canonical_bdf(_search(r"device_id: ((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", text))
+    ids = re.search(r"vendor_id: 0x([0-9a-fA-F]{4}), device_id: 0x([0-9a-fA-F]{4})", text)
+    uncor, cor = _search(r"aer_uncor_status: 0x([0-9a-fA-F]+)", text), _search(r"aer_cor_status: 0x([0-9a-fA-F]+)", text)
+    bits: list[str] = []
+    if uncor and (word := to_int(uncor, 16)):
+        bits = catalog.aer_bits_from_status(word, "fatal" if aer_severity == "fatal" else "nonfatal")
+    elif cor and (word := to_int(cor, 16)):
+        bits = catalog.aer_bits_from_status(word, "corrected")
+    sev = {"corrected": "warning", "nonfatal": "error", "fatal": "critical"}[aer_severity]
+    return row(
+        "pcie.aer", sev, gpu=device, aer_severity=aer_severity, layer=catalog.aer_layer(bits, aer_severity) if bits else None,
+        agent=catalog.aer_agent(bits) if bits else None, bits=bits, first=None, port=None, source=device,
+        vendor_device=f"{ids[1]}:{ids[2]}".lower() if ids else None, status=uncor or cor, mask=None, multiple=False,
+        tlp=[m.strip() for m in re.findall(r"(TLP Header:[^\n]*)", text)] or None, firmware_first=True,
+        port_type=_search(r"port_type: \d+, ([^\n]+)", text), command=_search(r"command: (0x[0-9a-fA-F]+)", text),
+        pci_status=_search(r"command: 0x[0-9a-fA-F]+, status: (0x[0-9a-fA-F]+)", text), text=_oneline(text),
+    )  # fmt: skip
+
+
 def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    if any(t.type == "CPER_PCIE" for t in parts["tokens"]):
+        return _cper_pcie(text)
     port = endpoint = source_id = vendor_device = layer = agent = None
     severity_word: str | None = None
     status = mask = None
@@ -541,11 +570,13 @@ def _device_line(text: str) -> tuple[str | None, str | None]:
 
 def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
     driver, device = _device_line(text)
-    phrase = (_tok(parts["tokens"], "A_PCIE__LINK") or "").strip()
+    phrase = (_tok(parts["tokens"], "A_PCIE__LINK") or _hotplug_phrase(text)).strip()
     if "successful" in phrase:
         state, sev = "recovered", "notice"
     elif "Link Up" in phrase or "Card present" in phrase:
         state, sev = "up", "notice"
+    elif "Power fault" in phrase:
+        state, sev = "power_fault", "error"
     elif "reset" in phrase:
         state, sev = "reset", "error"
     elif phrase.startswith("DPC"):
@@ -556,6 +587,13 @@ def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
         state, sev = "down", "error"
     return row("pcie.link", sev, gpu=device if driver == "nvidia" else None, text=_oneline(text),
                 state=state, device=device, driver=driver)  # fmt: skip
+
+
+def _hotplug_phrase(text: str) -> str:
+    """The slot event of a hot-plug line (``Slot(6): Link Down``, ``Card not present on Slot(6)``)."""
+    first = text.split("\n", 1)[0]
+    m = re.search(r"(?:[Ss]lot\([^)]*\): |Card (?:not )?present on Slot|Link (?:Up|Down) event|Surprise [Rr]emoval)[^\n]*", first)
+    return m[0] if m else first
 
 
 def _net_link(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -583,7 +621,25 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if m := re.search(r"NETDEV WATCHDOG: (\S+) \(([^)]*)\): transmit queue (\d+) timed out", first):
         detail.update(device=m[1], driver=m[2], tx_queue=to_int(m[3]))
     sev = "warning" if "insufficient power" in first or "module_status" in detail else "error"
+    if m := _MLX5_CMD_FAILED.search(first):
+        code = to_int(m["code"], 16)
+        detail.update(command=m["command"], op_mod=m["op_mod"], status=m["status"], status_code=code, cmd_syndrome=m["syndrome"])
+        sev = "error" if code in _MLX5_CMD_FAULTS or m["status"] == "unknown status" else "warning"
     return row("net.nic", sev, detail)
+
+
+#: mlx5's "%s(0x%x) op_mod(0x%x) [uid(%d) ]failed, status %s(0x%x), syndrome (0x%x)[, err(%d)]" (cmd.c mlx5_cmd_check
+#: <= 5.17, mlx5_cmd_out_err 5.18+): a command the firmware answered with a status.
+_MLX5_CMD_FAILED = re.compile(r"(?P<command>[A-Za-z][A-Za-z0-9_]*)\(0x[0-9a-fA-F]+\) op_mod\((?P<op_mod>0x[0-9a-fA-F]+)\)"
+                              r"(?: uid\(\d+\))? failed, status (?P<status>[^\n]+?)\(0x(?P<code>[0-9a-fA-F]+)\), "
+                              r"syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\)")
+#: The statuses that are the adapter's fault, not a refusal of the request: MLX5_CMD_STAT_INT_ERR (0x1, "internal
+#: error") and MLX5_CMD_STAT_BAD_SYS_STATE_ERR (0x4, "bad system state"), the two cmd_status_to_err() turns into -EIO
+#: for a device that works. Every other status (bad parameter 0x3, bad operation 0x2, bad resource 0x5, resource busy
+#: 0x6, limits exceeded 0x8, bad resource state 0x9, bad index 0xa, no resources 0xf, bad QP state 0x10, bad packet
+#: 0x30, too many outstanding CQEs 0x40, bad input/output length 0x50/0x51) is the firmware refusing what a caller
+#: asked (a monitoring agent's ACCESS_REG probe, a driver/firmware version mismatch): a warning.
+_MLX5_CMD_FAULTS = frozenset({0x1, 0x4})
 
 
 def _cpu_throttle(parts: dict[str, Any], text: str) -> dict[str, Any]:
