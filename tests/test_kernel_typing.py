@@ -136,3 +136,34 @@ def test_a_4_4_hung_task_report_keeps_its_stack() -> None:
         parsed = pl.from_arrow(kernel.parse(report.encode(), file="x").events)
         assert parsed.height == 1 and parsed.item(0, "kind") == "host.hung_task", task  # type: ignore[union-attr]
 
+
+def test_a_pdsh_collection_keeps_each_node_s_host_and_stamp() -> None:
+    """pdsh / clush put "host: " before each line a node printed: the real sample's lines are read with their host
+    and uptime, and a block of lines (an AER event, a hung task's stack) is grouped as without the prefix."""
+    rows = _rows("pdsh-dmesg-host-prefix-mlx5-cmd-timeout-create-dct-no-done-completion-01.log")
+    assert {(r["host"], r["kind"]) for r in rows} == {("b1360", "net.nic")}
+    assert rows[0]["uptime_s"] == pytest.approx(14280.445220) and rows[0]["message"].startswith("mlx5_core 0000:61:00.0:")
+    report = "\n".join(f"gpu-node-{n:02d}: [ 8012.33{i:04d}] {line}" for i, (n, line) in enumerate([
+        (7, "pcieport 0000:00:03.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0"),
+        (7, "nvidia 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)"),
+        (7, "nvidia 0000:3b:00.0:   device [10de:2330] error status/mask=00004000/00000000"),
+        (7, "nvidia 0000:3b:00.0:    [14] CmpltTO                (First)"),
+        (12, "pcieport 0000:00:1c.0: pciehp: Slot(6): Link Down"),
+        (12, "INFO: task python3:2254956 blocked for more than 120 seconds."),
+        (12, "Call Trace:"),
+        (12, " __schedule+0x2d0/0x870"),
+    ]))  # fmt: skip
+    events = pl.from_arrow(kernel.parse(report.encode(), file="x").events)
+    got = [(r["host"], r["kind"], r["gpu"]) for r in events.iter_rows(named=True)]  # type: ignore[union-attr]
+    assert got == [("gpu-node-07", "pcie.aer", "0000:3b:00.0"), ("gpu-node-12", "pcie.link", None),
+                   ("gpu-node-12", "host.hung_task", None)]  # fmt: skip
+    assert "CmpltTO" in json.loads(events.item(0, "detail"))["bits"]  # type: ignore[union-attr]
+
+
+def test_a_line_that_opens_with_a_program_s_name_is_no_collector_s_host() -> None:
+    """Unstamped lines of a device ("nvidia-nvswitch3: SXid …", "nvme0n1: p1 p2") keep their words: a prefix is a
+    collector's only when a stamp follows it."""
+    text = "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 33 LTSSM Fault Up\nnvme0n1: p1 p2\n"
+    events = pl.from_arrow(kernel.parse(text.encode(), file="x", all_lines=True).events)
+    assert events.get_column("message").to_list()[0].startswith("nvidia-nvswitch3: SXid")  # type: ignore[union-attr]
+    assert events.get_column("host").to_list() == [None, None]  # type: ignore[union-attr]

@@ -2,7 +2,8 @@
 
 Producers and forms: see :mod:`forensics.reading.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
 ``-x``, ``-r``, printk caller ids, ``--reltime``, ``/dev/kmsg``, RFC 3164/5424 syslog, journalctl
-``short*``, ``talosctl dmesg``, unstamped lines). Families (``grammars/kernel.lark``): ``gpu.xid``,
+``short*``, ``talosctl dmesg``, unstamped lines; any of them behind a pdsh or clush ``host: `` prefix, the row's
+host). Families (``grammars/kernel.lark``): ``gpu.xid``,
 ``gpu.off_bus``, ``gpu.driver``, ``gpu.sxid``, ``pcie.aer``, ``pcie.link``, ``net.link``, ``net.nic``,
 ``host.*`` (cpu_throttle, mce, edac, oom_kill, hung_task, soft_lockup, panic, oops, warning, segfault,
 boot), ``disk.nvme``, ``disk.io_error``, ``fs.readonly``, ``fs.error``; every other record is ``other``
@@ -54,7 +55,7 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
-from ..reading import envelope, interest
+from ..reading import envelope, interest, prefix
 from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
 from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
@@ -76,6 +77,7 @@ FORMS = (
     "journalctl short, short-iso, short-precise, short-monotonic (kernel lines)",
     "talosctl dmesg",
     "unstamped lines (kernel: …, bare NVRM: …)",
+    "pdsh / clush collections (host: before each line)",
 )
 
 
@@ -858,7 +860,7 @@ def iter_parse(
     for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES, stamps):
         result = parse_text(chunk, file=file, incident=incident, host=host, year=year, timezone=timezone,
                             on_error=on_error, stamp_share=shape.share, indented=shape.indented, deltas=shape.deltas,
-                            line_offset=lines, month_before=month, **options)  # fmt: skip
+                            collected=shape.collected, line_offset=lines, month_before=month, **options)  # fmt: skip
         lines += count_lines(chunk)
         bad += result.invalid_utf8_lines
         result.lines, result.invalid_utf8_lines, result.host = lines, bad, shape.host
@@ -900,6 +902,7 @@ class _Shape:
     host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
     deltas: bool = False  # a dmesg -H log: its rows are dated by the deltas of every line (all are read)
     stamps: str | None = None  # stamps the envelope does not read that a source's lines open with (regex)
+    collected: bool = False  # its lines carry a collector's host prefix (pdsh, clush: ``node7: [ 12.3] …``)
 
     @staticmethod
     def of(head: bytes, stamps: str | None = None) -> _Shape:
@@ -912,11 +915,16 @@ class _Shape:
         raw = split_lines(head[:at])[0]
         lines = dedent(raw, least=1)
         env = envelope.split(lines)
+        collected = _collected(lines, env)
+        if collected:
+            lines, hosts = strip_collector(lines)
+            env = _with_hosts(envelope.split(lines), hosts)
         stamped = env.get_column("stamped") | (contains(env.get_column("msg"), stamps) if stamps else False)
         share = float(stamped.mean() or 0.0) if env.height else 0.0
         host = _most_named(env.get_column("host"))
         deltas = bool(contains(lines.head(DELTA_HEAD), DELTA_LINE).any())
-        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps)  # type: ignore[arg-type]
+        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps,  # type: ignore[arg-type]
+                      collected=collected)
 
     def starts(self, line: str) -> bool:
         """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
@@ -924,6 +932,8 @@ class _Shape:
         read after the stamp, after its indentation and after a syslog head, opening with no continuation
         or context pattern). Unsure lines say False: the records of interest are then read with more
         lines around them, never fewer."""
+        if self.collected:
+            line = _COLLECTOR_PY.sub("", line, count=1)
         if not line.strip() or _MARKER_LINE.match(line):
             return True
         m = _ENVELOPE_PY.match(line)
@@ -937,6 +947,43 @@ class _Shape:
             return False
         head = _SYSLOG_HEAD_PY.match(rest)  # (the message after a syslog line's ``host ident[pid]:``)
         return head is None or _CONTINUES.match(rest[head.end():]) is None
+
+
+#: The host a collector (pdsh, clush) put before a node's line: ``b1360: [14280.445220] mlx5_core …``.
+COLLECTOR = ascii_classes(rf"^(?P<collector>{prefix.PDSH_HOST}): ")
+_COLLECTOR_PY = re.compile(for_python(COLLECTOR))
+
+
+def strip_collector(lines: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``lines`` without a collector's host prefix, and the host each named (null where none).
+
+    >>> lines, hosts = strip_collector(pl.Series(["b1360: [14280.445220] mlx5_core 0000:61:00.0: x", "[ 1.0] y"]))
+    >>> lines.to_list(), hosts.to_list()
+    (['[14280.445220] mlx5_core 0000:61:00.0: x', '[ 1.0] y'], ['b1360', None])
+    """
+    hosts = lines.str.extract(COLLECTOR, 1).alias("host")
+    cut = lines.str.slice(hosts.str.len_chars().fill_null(-2) + 2)
+    return cut.alias(lines.name), hosts
+
+
+def _collected(lines: pl.Series, env: pl.DataFrame) -> bool:
+    """Whether the lines come from a collector that put each node's name before them (pdsh, clush): a share of
+    the lines (:data:`.prefix.PDSH_SHARE`) carry a host prefix that the envelope did not read (Talos' address
+    is its own form) and, after it, mostly the stamp of a log line."""
+    rest, hosts = strip_collector(lines)
+    carried = hosts.is_not_null() & ~env.get_column("stamped").fill_null(False)
+    n = int(carried.sum())
+    nonempty = int((lines.str.strip_chars() != "").sum())
+    if not n or n < prefix.PDSH_SHARE * nonempty:
+        return False
+    return bool((envelope.split(rest.filter(carried)).get_column("stamped").mean() or 0.0) >= 0.5)
+
+
+def _with_hosts(env: pl.DataFrame, hosts: pl.Series | None) -> pl.DataFrame:
+    """``env`` with the collector's host where its own envelope names none."""
+    if hosts is None:
+        return env
+    return env.with_columns(host=pl.coalesce(pl.col("host"), pl.lit(hosts)))
 
 
 _MARKER_LINE = re.compile(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
@@ -1004,6 +1051,7 @@ def parse_text(
     stamp_share: float | None = None,
     deltas: bool | None = None,
     indented: bool | None = None,
+    collected: bool | None = None,
     line_offset: int = 0,
     month_before: int | None = None,
     **options: Any,
@@ -1018,11 +1066,17 @@ def parse_text(
     ``year``), when ``data`` is a chunk of a file. The result's ``year`` and ``month`` are those of
     its last year-less stamp. ``deltas``: the file is a ``dmesg -H`` log
     (its head holds ``[  +0.000127]`` lines), read whole since every line's delta dates the rows after it.
+    ``collected``: its lines carry a collector's host prefix (pdsh, clush), taken off as each line's host.
     """
     lines, bad_utf8 = split_lines(data)
     raw = lines
     if indented is not False:  # (a file read in chunks is dedented as its first chunk is)
         lines = dedent(lines, least=1)
+    if collected is None:
+        collected = _Shape.of(data).collected
+    hosts = None
+    if collected:
+        lines, hosts = strip_collector(lines)
     n_lines = len(lines)
     share = stamp_share if stamp_share is not None else _Shape.of(data).share
     jobs = job_records(lines, stamped=share >= 0.5) if n_lines else None
@@ -1033,7 +1087,7 @@ def parse_text(
     every = lines
     if all_lines or full or services is not None:
         # (a journal's service lines are found by their identifier, and its boots numbered, on every line)
-        env = envelope.split(lines)
+        env = _with_hosts(envelope.split(lines), hosts)
         if with_envelope is not None:
             env = with_envelope(env, lines)
     if deltas is None:
@@ -1041,7 +1095,7 @@ def parse_text(
     if not (all_lines or full) and deltas:
         all_lines = True  # dmesg -H: a row's time is its header's plus the deltas of every line before it
         if env is None:
-            env = envelope.split(lines)
+            env = _with_hosts(envelope.split(lines), hosts)
             if with_envelope is not None:
                 env = with_envelope(env, lines)
     if not (all_lines or full):
@@ -1055,7 +1109,7 @@ def parse_text(
         stamp_share = shape.share
         rows, hit_rows = _around(lines, hits, shape)
         lines = lines.gather(rows)
-        env = env[rows] if env is not None else envelope.split(lines)
+        env = env[rows] if env is not None else _with_hosts(envelope.split(lines), hosts.gather(rows) if hosts is not None else None)
     del raw
     assert env is not None
     grouped = group_records(env, lines, stamp_share=stamp_share)
