@@ -76,6 +76,10 @@ _AFTER_STAMP = (r"(?:\[\d+,\d+\]<|\[\d{4}-\d\d-\d\d[ T]|[^\s:\[\]]+(?::\d+:\d+)?
 #: An NCCL ``host:pid:tid [cudaDev] `` prefix (what a job's word or a backtick may stand before).
 _NCCL_NEXT = r"[^\s:\[\]`]+:\d+:\d+ \[\d+\] "
 
+#: The host pdsh / clush put before each line a node printed: an IPv4 address, or a name with a digit or a hyphen
+#: (a word alone, "kernel" or "NVRM", is a program's).
+PDSH_HOST = r"\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*"
+
 #: Launcher prefixes; one is peeled per round (the first form that matches a line reads it).
 WRAPPER_FORMS = tuple(map(ascii_classes, (
     # OpenMPI prints no space after the tag; a pasted one is taken, unless it starts an indentation.
@@ -94,7 +98,7 @@ WRAPPER_FORMS = tuple(map(ascii_classes, (
     rf"(?P<cw> *\| (?P<cw_ymd>\d{{4}}-\d\d-\d\d)T(?P<cw_hms>{_HMS})(?P<cw_tz>Z|[+-]\d\d:?\d\d)(?: \| )?)",
     # srun -l / ctest: a task label is a number, which no host name is
     r"(?P<lbl> *(?P<lbl_n>\d+): )",
-    r"(?P<pdsh>(?P<pdsh_host>\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9-]*[0-9-][a-z0-9-]*(?:\.[a-z0-9-]+)*): )",
+    rf"(?P<pdsh>(?P<pdsh_host>{PDSH_HOST}): )",
     rf"(?P<word>[A-Za-z][\w.-]* ){_NCCL_NEXT}",
     # a benchmark runner's "<run>.<node> [stderr] " (milabench); grep -r's "file.log:"
     r"(?P<stream>\S+ \[(?:stdout|stderr)\] )",

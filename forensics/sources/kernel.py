@@ -2,7 +2,8 @@
 
 Producers and forms: see :mod:`forensics.reading.envelope` (``dmesg``, ``-T``, ``--time-format iso``,
 ``-x``, ``-r``, printk caller ids, ``--reltime``, ``/dev/kmsg``, RFC 3164/5424 syslog, journalctl
-``short*``, ``talosctl dmesg``, unstamped lines). Families (``grammars/kernel.lark``): ``gpu.xid``,
+``short*``, ``talosctl dmesg``, unstamped lines; any of them behind a pdsh or clush ``host: `` prefix, the row's
+host). Families (``grammars/kernel.lark``): ``gpu.xid``,
 ``gpu.off_bus``, ``gpu.driver``, ``gpu.sxid``, ``pcie.aer``, ``pcie.link``, ``net.link``, ``net.nic``,
 ``host.*`` (cpu_throttle, mce, edac, oom_kill, hung_task, soft_lockup, panic, oops, warning, segfault,
 boot), ``disk.nvme``, ``disk.io_error``, ``fs.readonly``, ``fs.error``; every other record is ``other``
@@ -54,7 +55,7 @@ from .. import catalog
 from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
-from ..reading import envelope, interest
+from ..reading import envelope, interest, prefix
 from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
 from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
@@ -76,6 +77,7 @@ FORMS = (
     "journalctl short, short-iso, short-precise, short-monotonic (kernel lines)",
     "talosctl dmesg",
     "unstamped lines (kernel: …, bare NVRM: …)",
+    "pdsh / clush collections (host: before each line)",
 )
 
 
@@ -468,7 +470,36 @@ def _aer_severity(text: str) -> str:
     return "corrected"
 
 
+#: CPER's section severities (cper_severity_str) → the AER severity words of the ``pcie.aer`` rows.
+_CPER_SEVERITY = {"fatal": "fatal", "recoverable": "nonfatal", "corrected": "corrected", "info": "corrected"}
+
+
+def _cper_pcie(text: str) -> dict[str, Any]:
+    """A firmware-first PCIe error: the PCIe section of an APEI GHES record (drivers/firmware/efi/cper.c)."""
+    words = re.findall(r"(?:event severity: |Error \d+, type: )(\w+)", text)
+    aer_severity = _CPER_SEVERITY.get(words[-1] if words else "", "nonfatal")
+    device = canonical_bdf(_search(r"device_id: ((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])", text))
+    ids = re.search(r"vendor_id: 0x([0-9a-fA-F]{4}), device_id: 0x([0-9a-fA-F]{4})", text)
+    uncor, cor = _search(r"aer_uncor_status: 0x([0-9a-fA-F]+)", text), _search(r"aer_cor_status: 0x([0-9a-fA-F]+)", text)
+    bits: list[str] = []
+    if uncor and (word := to_int(uncor, 16)):
+        bits = catalog.aer_bits_from_status(word, "fatal" if aer_severity == "fatal" else "nonfatal")
+    elif cor and (word := to_int(cor, 16)):
+        bits = catalog.aer_bits_from_status(word, "corrected")
+    sev = {"corrected": "warning", "nonfatal": "error", "fatal": "critical"}[aer_severity]
+    return row(
+        "pcie.aer", sev, gpu=device, aer_severity=aer_severity, layer=catalog.aer_layer(bits, aer_severity) if bits else None,
+        agent=catalog.aer_agent(bits) if bits else None, bits=bits, first=None, port=None, source=device,
+        vendor_device=f"{ids[1]}:{ids[2]}".lower() if ids else None, status=uncor or cor, mask=None, multiple=False,
+        tlp=[m.strip() for m in re.findall(r"(TLP Header:[^\n]*)", text)] or None, firmware_first=True,
+        port_type=_search(r"port_type: \d+, ([^\n]+)", text), command=_search(r"command: (0x[0-9a-fA-F]+)", text),
+        pci_status=_search(r"command: 0x[0-9a-fA-F]+, status: (0x[0-9a-fA-F]+)", text), text=_oneline(text),
+    )  # fmt: skip
+
+
 def _aer(parts: dict[str, Any], text: str) -> dict[str, Any]:
+    if any(t.type == "CPER_PCIE" for t in parts["tokens"]):
+        return _cper_pcie(text)
     port = endpoint = source_id = vendor_device = layer = agent = None
     severity_word: str | None = None
     status = mask = None
@@ -541,11 +572,13 @@ def _device_line(text: str) -> tuple[str | None, str | None]:
 
 def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
     driver, device = _device_line(text)
-    phrase = (_tok(parts["tokens"], "A_PCIE__LINK") or "").strip()
+    phrase = (_tok(parts["tokens"], "A_PCIE__LINK") or _hotplug_phrase(text)).strip()
     if "successful" in phrase:
         state, sev = "recovered", "notice"
     elif "Link Up" in phrase or "Card present" in phrase:
         state, sev = "up", "notice"
+    elif "Power fault" in phrase:
+        state, sev = "power_fault", "error"
     elif "reset" in phrase:
         state, sev = "reset", "error"
     elif phrase.startswith("DPC"):
@@ -556,6 +589,13 @@ def _link(parts: dict[str, Any], text: str) -> dict[str, Any]:
         state, sev = "down", "error"
     return row("pcie.link", sev, gpu=device if driver == "nvidia" else None, text=_oneline(text),
                 state=state, device=device, driver=driver)  # fmt: skip
+
+
+def _hotplug_phrase(text: str) -> str:
+    """The slot event of a hot-plug line (``Slot(6): Link Down``, ``Card not present on Slot(6)``)."""
+    first = text.split("\n", 1)[0]
+    m = re.search(r"(?:[Ss]lot\([^)]*\): |Card (?:not )?present on Slot|Link (?:Up|Down) event|Surprise [Rr]emoval)[^\n]*", first)
+    return m[0] if m else first
 
 
 def _net_link(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -583,7 +623,25 @@ def _nic(parts: dict[str, Any], text: str) -> dict[str, Any]:
     if m := re.search(r"NETDEV WATCHDOG: (\S+) \(([^)]*)\): transmit queue (\d+) timed out", first):
         detail.update(device=m[1], driver=m[2], tx_queue=to_int(m[3]))
     sev = "warning" if "insufficient power" in first or "module_status" in detail else "error"
+    if m := _MLX5_CMD_FAILED.search(first):
+        code = to_int(m["code"], 16)
+        detail.update(command=m["command"], op_mod=m["op_mod"], status=m["status"], status_code=code, cmd_syndrome=m["syndrome"])
+        sev = "error" if code in _MLX5_CMD_FAULTS or m["status"] == "unknown status" else "warning"
     return row("net.nic", sev, detail)
+
+
+#: mlx5's "%s(0x%x) op_mod(0x%x) [uid(%d) ]failed, status %s(0x%x), syndrome (0x%x)[, err(%d)]" (cmd.c mlx5_cmd_check
+#: <= 5.17, mlx5_cmd_out_err 5.18+): a command the firmware answered with a status.
+_MLX5_CMD_FAILED = re.compile(r"(?P<command>[A-Za-z][A-Za-z0-9_]*)\(0x[0-9a-fA-F]+\) op_mod\((?P<op_mod>0x[0-9a-fA-F]+)\)"
+                              r"(?: uid\(\d+\))? failed, status (?P<status>[^\n]+?)\(0x(?P<code>[0-9a-fA-F]+)\), "
+                              r"syndrome \((?P<syndrome>0x[0-9a-fA-F]+)\)")
+#: The statuses that are the adapter's fault, not a refusal of the request: MLX5_CMD_STAT_INT_ERR (0x1, "internal
+#: error") and MLX5_CMD_STAT_BAD_SYS_STATE_ERR (0x4, "bad system state"), the two cmd_status_to_err() turns into -EIO
+#: for a device that works. Every other status (bad parameter 0x3, bad operation 0x2, bad resource 0x5, resource busy
+#: 0x6, limits exceeded 0x8, bad resource state 0x9, bad index 0xa, no resources 0xf, bad QP state 0x10, bad packet
+#: 0x30, too many outstanding CQEs 0x40, bad input/output length 0x50/0x51) is the firmware refusing what a caller
+#: asked (a monitoring agent's ACCESS_REG probe, a driver/firmware version mismatch): a warning.
+_MLX5_CMD_FAULTS = frozenset({0x1, 0x4})
 
 
 def _cpu_throttle(parts: dict[str, Any], text: str) -> dict[str, Any]:
@@ -802,7 +860,7 @@ def iter_parse(
     for chunk, shape in iter_chunks(read, chunk_bytes or CHUNK_BYTES, stamps):
         result = parse_text(chunk, file=file, incident=incident, host=host, year=year, timezone=timezone,
                             on_error=on_error, stamp_share=shape.share, indented=shape.indented, deltas=shape.deltas,
-                            line_offset=lines, month_before=month, **options)  # fmt: skip
+                            collected=shape.collected, line_offset=lines, month_before=month, **options)  # fmt: skip
         lines += count_lines(chunk)
         bad += result.invalid_utf8_lines
         result.lines, result.invalid_utf8_lines, result.host = lines, bad, shape.host
@@ -844,6 +902,7 @@ class _Shape:
     host: str | None = None  # the host its lines name most (the lines of no interest are no rows to say it)
     deltas: bool = False  # a dmesg -H log: its rows are dated by the deltas of every line (all are read)
     stamps: str | None = None  # stamps the envelope does not read that a source's lines open with (regex)
+    collected: bool = False  # its lines carry a collector's host prefix (pdsh, clush: ``node7: [ 12.3] …``)
 
     @staticmethod
     def of(head: bytes, stamps: str | None = None) -> _Shape:
@@ -856,11 +915,16 @@ class _Shape:
         raw = split_lines(head[:at])[0]
         lines = dedent(raw, least=1)
         env = envelope.split(lines)
+        collected = _collected(lines, env)
+        if collected:
+            lines, hosts = strip_collector(lines)
+            env = _with_hosts(envelope.split(lines), hosts)
         stamped = env.get_column("stamped") | (contains(env.get_column("msg"), stamps) if stamps else False)
         share = float(stamped.mean() or 0.0) if env.height else 0.0
         host = _most_named(env.get_column("host"))
         deltas = bool(contains(lines.head(DELTA_HEAD), DELTA_LINE).any())
-        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps)  # type: ignore[arg-type]
+        return _Shape(share, indented=not lines.equals(raw), host=host, deltas=deltas, stamps=stamps,  # type: ignore[arg-type]
+                      collected=collected)
 
     def starts(self, line: str) -> bool:
         """Whether a record surely starts on ``line`` (:func:`group_records`): a blank line or a marker,
@@ -868,6 +932,8 @@ class _Shape:
         read after the stamp, after its indentation and after a syslog head, opening with no continuation
         or context pattern). Unsure lines say False: the records of interest are then read with more
         lines around them, never fewer."""
+        if self.collected:
+            line = _COLLECTOR_PY.sub("", line, count=1)
         if not line.strip() or _MARKER_LINE.match(line):
             return True
         m = _ENVELOPE_PY.match(line)
@@ -881,6 +947,43 @@ class _Shape:
             return False
         head = _SYSLOG_HEAD_PY.match(rest)  # (the message after a syslog line's ``host ident[pid]:``)
         return head is None or _CONTINUES.match(rest[head.end():]) is None
+
+
+#: The host a collector (pdsh, clush) put before a node's line: ``b1360: [14280.445220] mlx5_core …``.
+COLLECTOR = ascii_classes(rf"^(?P<collector>{prefix.PDSH_HOST}): ")
+_COLLECTOR_PY = re.compile(for_python(COLLECTOR))
+
+
+def strip_collector(lines: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``lines`` without a collector's host prefix, and the host each named (null where none).
+
+    >>> lines, hosts = strip_collector(pl.Series(["b1360: [14280.445220] mlx5_core 0000:61:00.0: x", "[ 1.0] y"]))
+    >>> lines.to_list(), hosts.to_list()
+    (['[14280.445220] mlx5_core 0000:61:00.0: x', '[ 1.0] y'], ['b1360', None])
+    """
+    hosts = lines.str.extract(COLLECTOR, 1).alias("host")
+    cut = lines.str.slice(hosts.str.len_chars().fill_null(-2) + 2)
+    return cut.alias(lines.name), hosts
+
+
+def _collected(lines: pl.Series, env: pl.DataFrame) -> bool:
+    """Whether the lines come from a collector that put each node's name before them (pdsh, clush): a share of
+    the lines (:data:`.prefix.PDSH_SHARE`) carry a host prefix that the envelope did not read (Talos' address
+    is its own form) and, after it, mostly the stamp of a log line."""
+    rest, hosts = strip_collector(lines)
+    carried = hosts.is_not_null() & ~env.get_column("stamped").fill_null(False)
+    n = int(carried.sum())
+    nonempty = int((lines.str.strip_chars() != "").sum())
+    if not n or n < prefix.PDSH_SHARE * nonempty:
+        return False
+    return bool((envelope.split(rest.filter(carried)).get_column("stamped").mean() or 0.0) >= 0.5)
+
+
+def _with_hosts(env: pl.DataFrame, hosts: pl.Series | None) -> pl.DataFrame:
+    """``env`` with the collector's host where its own envelope names none."""
+    if hosts is None:
+        return env
+    return env.with_columns(host=pl.coalesce(pl.col("host"), pl.lit(hosts)))
 
 
 _MARKER_LINE = re.compile(r"^\s*(?:\.\.\.|…)\s*$|^-- .* --\s*$")
@@ -948,6 +1051,7 @@ def parse_text(
     stamp_share: float | None = None,
     deltas: bool | None = None,
     indented: bool | None = None,
+    collected: bool | None = None,
     line_offset: int = 0,
     month_before: int | None = None,
     **options: Any,
@@ -962,11 +1066,17 @@ def parse_text(
     ``year``), when ``data`` is a chunk of a file. The result's ``year`` and ``month`` are those of
     its last year-less stamp. ``deltas``: the file is a ``dmesg -H`` log
     (its head holds ``[  +0.000127]`` lines), read whole since every line's delta dates the rows after it.
+    ``collected``: its lines carry a collector's host prefix (pdsh, clush), taken off as each line's host.
     """
     lines, bad_utf8 = split_lines(data)
     raw = lines
     if indented is not False:  # (a file read in chunks is dedented as its first chunk is)
         lines = dedent(lines, least=1)
+    if collected is None:
+        collected = _Shape.of(data).collected
+    hosts = None
+    if collected:
+        lines, hosts = strip_collector(lines)
     n_lines = len(lines)
     share = stamp_share if stamp_share is not None else _Shape.of(data).share
     jobs = job_records(lines, stamped=share >= 0.5) if n_lines else None
@@ -977,7 +1087,7 @@ def parse_text(
     every = lines
     if all_lines or full or services is not None:
         # (a journal's service lines are found by their identifier, and its boots numbered, on every line)
-        env = envelope.split(lines)
+        env = _with_hosts(envelope.split(lines), hosts)
         if with_envelope is not None:
             env = with_envelope(env, lines)
     if deltas is None:
@@ -985,7 +1095,7 @@ def parse_text(
     if not (all_lines or full) and deltas:
         all_lines = True  # dmesg -H: a row's time is its header's plus the deltas of every line before it
         if env is None:
-            env = envelope.split(lines)
+            env = _with_hosts(envelope.split(lines), hosts)
             if with_envelope is not None:
                 env = with_envelope(env, lines)
     if not (all_lines or full):
@@ -999,7 +1109,7 @@ def parse_text(
         stamp_share = shape.share
         rows, hit_rows = _around(lines, hits, shape)
         lines = lines.gather(rows)
-        env = env[rows] if env is not None else envelope.split(lines)
+        env = env[rows] if env is not None else _with_hosts(envelope.split(lines), hosts.gather(rows) if hosts is not None else None)
     del raw
     assert env is not None
     grouped = group_records(env, lines, stamp_share=stamp_share)
