@@ -133,12 +133,19 @@ def iter_parse(read: Callable[[int], bytes], *, file: str, incident: str = "", h
 
     yield from telemetry.iter_series(read, chunk, source=NAME, file=file, incident=incident, host=host,
                                      derive_from="local" if timezone else "assumed", size=chunk_bytes,
-                                     boundary=_REPORT_START)  # fmt: skip
+                                     boundary=_report_start)  # fmt: skip
 
 
-#: Where an iostat report starts: its ``-t`` time line, or ``avg-cpu:``/``Device`` after a blank line.
-_REPORT_START = re.compile(
-    rb"(?m)^[ \t\r]*\n(?=\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|avg-cpu:|Device:?[ \t])")
+#: An ``iostat -t`` time line (the locale's ``%x %X`` or ``S_TIME_FORMAT=ISO``): where its report starts.
+_TIME_LINE = re.compile(rb"(?m)^(?=[ \t]*(?:\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d))")
+#: Without ``-t``, a report starts at ``avg-cpu:`` or ``Device`` after a blank line.
+_BLANK_THEN_HEAD = re.compile(rb"(?m)^[ \t\r]*\n(?=avg-cpu:|Device:?[ \t])")
+
+
+def _report_start(head: bytes) -> re.Pattern[bytes]:
+    """Where the reports of the iostat output that starts with ``head`` start: before each time line when it
+    prints them (a cut after a blank line would part a report's rows from its time), else after a blank line."""
+    return _TIME_LINE if _TIME_LINE.search(head) else _BLANK_THEN_HEAD
 
 
 def _parse(data: bytes, *, file: str, incident: str, host: str | None, timezone: str | None,

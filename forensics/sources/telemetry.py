@@ -261,15 +261,19 @@ def unparsed_frame(lines: pl.DataFrame, *, kind: str = "unparsed") -> pl.DataFra
 #: tens of times its bytes; what is carried to the next (a header's names, the readings the rules still look
 #: back at) stays small, so the peak follows the chunk, not the file.
 SERIES_CHUNK_BYTES = 8 << 20
+#: Where a series may be cut: a pattern whose match ends where a report starts, or a function of the input's
+#: first block that gives it (or none: any line end).
+Boundary = re.Pattern[bytes] | Callable[[bytes], re.Pattern[bytes] | None] | None
 #: How far a chunk may grow while looking for a place its ``boundary`` allows a cut (a report of a few KB
 #: always finds one; a file with none is then cut at a line end).
 MAX_CHUNK_BYTES = 64 << 20
 
 
-def cut_chunks(read: Callable[[int], bytes], size: int, boundary: re.Pattern[bytes] | None = None) -> Iterator[bytes]:
+def cut_chunks(read: Callable[[int], bytes], size: int, boundary: Boundary = None) -> Iterator[bytes]:
     """Chunks of whole lines from ``read(n)``, each of about ``size`` bytes: cut where ``boundary`` last matches
     in it (at the match's end: a report's first line, so no report spans a cut), else at its last line end
-    (a chunk with no boundary grows up to :data:`MAX_CHUNK_BYTES` first).
+    (a chunk with no boundary grows up to :data:`MAX_CHUNK_BYTES` first). ``boundary`` may be a function of
+    the input's first block that gives the pattern (a form read from the head: iostat with or without ``-t``).
 
     >>> import io, re
     >>> list(cut_chunks(io.BytesIO(b"h\\n1\\n2\\nh\\n3\\n").read, 7, re.compile(rb"(?m)^(?=h)")))
@@ -278,6 +282,8 @@ def cut_chunks(read: Callable[[int], bytes], size: int, boundary: re.Pattern[byt
     pending = b""
     while True:
         block = read(size)
+        if callable(boundary):
+            boundary = boundary(block)
         buf = pending + block
         if not block:
             if buf:
@@ -302,6 +308,11 @@ def cut_chunks(read: Callable[[int], bytes], size: int, boundary: re.Pattern[byt
                 continue
         yield buf[:cut]
         pending = buf[cut:]
+
+
+#: At most so many readings of one series are carried for a rule's look-back in time (10 minutes of readings
+#: every 0.15 s): a series whose stamps do not move (a capture pasted again and again) keeps memory bounded.
+CARRIED_READINGS = 4096
 
 
 class CarriedDerive:
@@ -334,17 +345,16 @@ class CarriedDerive:
         assert isinstance(frame, pl.DataFrame)
         by = [pl.coalesce("gpu", "device"), pl.col("metric")]
         frame = frame.with_row_index("row").sort("line", maintain_order=True)
-        keep = frame.select(
-            "row",
-            keep=(pl.int_range(pl.len()).reverse().over(by) < self.last)
-            | (pl.col("ts") >= (pl.col("ts").max() - pl.duration(seconds=self.seconds)).over(by)).fill_null(False),
-        ).filter("keep").get_column("row").sort()
+        back = pl.int_range(pl.len()).reverse().over(by)  # 0 for a series' last reading
+        recent = (pl.col("ts") >= (pl.col("ts").max() - pl.duration(seconds=self.seconds)).over(by)).fill_null(False)
+        keep = frame.select("row", keep=(back < self.last) | recent & (back < CARRIED_READINGS)) \
+            .filter("keep").get_column("row").sort()  # fmt: skip
         return table.take(pa.array(keep.to_numpy()))
 
 
 def iter_series(read: Callable[[int], bytes], parse_chunk: Callable[[bytes], SourceResult], *, source: str,
                 file: str, incident: str, host: str | None, derive_from: str | None,
-                size: int = SERIES_CHUNK_BYTES, boundary: re.Pattern[bytes] | None = None) -> Iterator[SourceResult]:  # fmt: skip
+                size: int = SERIES_CHUNK_BYTES, boundary: Boundary = None) -> Iterator[SourceResult]:  # fmt: skip
     """A series read from ``read(n)`` in chunks of whole lines (:func:`cut_chunks`), one held at a time:
     ``parse_chunk`` reads a chunk (numbered from 1, without the derived events; it may carry what a header
     said to the next), and each result holds that chunk's rows numbered in the file, its ``records`` and
