@@ -35,6 +35,9 @@ JOB_SOURCES = ("nccl", "torch", "trainlog")
 #: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
 #: :mod:`forensics.reading.interest`), and are streamed in chunks.
 LINE_SOURCES = ("kernel", "journal")
+#: Telemetry series (dmon, iostat and sar, dcgm-exporter scrapes): streamed in chunks of whole reports, their
+#: ``samples`` with each (``iter_parse`` of :mod:`forensics.sources.telemetry`'s sources).
+SERIES_SOURCES = ("gpuseries", "disks", "nicstats", "dcgm")
 
 
 @dataclass
@@ -235,8 +238,8 @@ def _choose(head: bytes, source: str) -> tuple[str | None, float | None]:
 def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "", host: str | None = None,
                     year: int | None = None, timezone: str | None = None, on_error: str = "keep",
                     all_lines: bool = False, name: str | None = None) -> Iterator[Parsed]:  # fmt: skip
-    """Like :func:`parse_path`, in pieces: a kernel log (syslog too), a journal in any form and a job's
-    output (NCCL, PyTorch, training logs) are read as a stream and come in chunks of whole records, so
+    """Like :func:`parse_path`, in pieces: a kernel log (syslog too), a journal in any form, a job's
+    output (NCCL, PyTorch, training logs) and a telemetry series (:data:`SERIES_SOURCES`) are read as a stream and come in chunks of whole records, so
     memory stays bounded whatever their size; other files come whole. The ``files`` row comes with the
     last piece (the others have none). ``name``: the file's name in the rows (by default ``path``).
     """
@@ -245,7 +248,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
     with _open(p) as stream:
         head = stream.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         chosen, confidence = _choose(head, source)
-        streamed = chosen in (*JOB_SOURCES, *LINE_SOURCES)
+        streamed = chosen in (*JOB_SOURCES, *LINE_SOURCES, *SERIES_SOURCES)
         if not streamed:
             stream.close()
             yield parse_bytes(read_bytes(p), file=name, source=source, incident=incident, host=host, year=year,
@@ -257,6 +260,8 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
             chunks = journal.iter_parse_text(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
         elif chosen == "journal":
             chunks = journal.iter_parse(stream, **options)  # type: ignore[arg-type]
+        elif chosen in SERIES_SOURCES:
+            chunks = sources.get(chosen).iter_parse(stream.read, **options)  # type: ignore[attr-defined]
         elif chosen == "kernel":
             chunks = kernel.iter_parse(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
         else:
@@ -270,7 +275,8 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
             unparsed += chunk.unparsed
             last = chunk
             yield Parsed(events=chunk.events, files=FILES.empty_table(), source=chosen, gpus=GPUS.empty_table(),
-                         metrics=chunk.metrics if chunk.metrics is not None else METRICS.empty_table())  # fmt: skip
+                         metrics=chunk.metrics if chunk.metrics is not None else METRICS.empty_table(),
+                         samples=chunk.samples if chunk.samples is not None else SAMPLES.empty_table())  # fmt: skip
     if chosen in JOB_SOURCES and last is not None:  # the job log's totals come with its last piece
         records, unparsed = last.records, last.unparsed
     total = SourceResult(events_table([]), lines=last.lines if last else 0, records=records, unparsed=unparsed,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -46,6 +47,7 @@ from ..pci import canonical_bdf
 from ..reading.base import SourceResult
 from ..reading.fields import to_int
 from ..text import split_lines
+from . import telemetry
 from .telemetry import Finding, Reading, number, other, result
 
 NAME = "dcgm"
@@ -143,6 +145,22 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     return result(readings, findings, lines=len(lines), records=records, unparsed=unparsed, source=NAME, file=file,
                   incident=incident, host=host, error=error, invalid_utf8_lines=bad_utf8, text=lines,
                   frame=frame)  # fmt: skip
+
+
+def iter_parse(read: Callable[[int], bytes], *, file: str, incident: str = "", host: str | None = None,
+               year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+               chunk_bytes: int = telemetry.SERIES_CHUNK_BYTES) -> Iterator[SourceResult]:  # fmt: skip
+    """:func:`parse` from ``read(n)`` in chunks, one held at a time (:func:`.telemetry.iter_series`): a series
+    of scrapes is cut before a series line (each stands alone), never inside a ``dcgmi`` table."""
+
+    def chunk(data: bytes) -> SourceResult:
+        return parse(data, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error)
+
+    yield from telemetry.iter_series(read, chunk, source=NAME, file=file, incident=incident, host=host,
+                                     derive_from=None, size=chunk_bytes, boundary=_SERIES_START)  # fmt: skip
+
+
+_SERIES_START = re.compile(rb"(?m)^(?=[ \t]*(?:# HELP |DCGM_))")
 
 
 # ---------------------------------------------------------------------------------------- scrapes

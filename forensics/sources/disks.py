@@ -42,6 +42,7 @@ gives ``reallocated_sectors 8256`` and a ``disk.smart`` ``critical`` event namin
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -115,6 +116,40 @@ def sniff(head: str) -> float:
 def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse smartctl / nvme smart-log / iostat output into ``samples`` and ``disk.smart`` events."""
+    return _parse(data, file=file, incident=incident, host=host, timezone=timezone,
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
+
+
+def iter_parse(read: Callable[[int], bytes], *, file: str, incident: str = "", host: str | None = None,
+               year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+               chunk_bytes: int = telemetry.SERIES_CHUNK_BYTES) -> Iterator[SourceResult]:  # fmt: skip
+    """:func:`parse` from ``read(n)`` in chunks, one held at a time (:func:`.telemetry.iter_series`): a day of
+    ``iostat -x 1`` is cut where a report starts (its time line, or ``avg-cpu:``/``Device`` after a blank
+    line), so each chunk holds whole reports."""
+    del year, on_error
+
+    def chunk(data: bytes) -> SourceResult:
+        return _parse(data, file=file, incident=incident, host=host, timezone=timezone, derive_from=None)
+
+    yield from telemetry.iter_series(read, chunk, source=NAME, file=file, incident=incident, host=host,
+                                     derive_from="local" if timezone else "assumed", size=chunk_bytes,
+                                     boundary=_report_start)  # fmt: skip
+
+
+#: An ``iostat -t`` time line (the locale's ``%x %X`` or ``S_TIME_FORMAT=ISO``): where its report starts.
+_TIME_LINE = re.compile(rb"(?m)^(?=[ \t]*(?:\d\d/\d\d/\d\d(?:\d\d)? \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d))")
+#: Without ``-t``, a report starts at ``avg-cpu:`` or ``Device`` after a blank line.
+_BLANK_THEN_HEAD = re.compile(rb"(?m)^[ \t\r]*\n(?=avg-cpu:|Device:?[ \t])")
+
+
+def _report_start(head: bytes) -> re.Pattern[bytes]:
+    """Where the reports of the iostat output that starts with ``head`` start: before each time line when it
+    prints them (a cut after a blank line would part a report's rows from its time), else after a blank line."""
+    return _TIME_LINE if _TIME_LINE.search(head) else _BLANK_THEN_HEAD
+
+
+def _parse(data: bytes, *, file: str, incident: str, host: str | None, timezone: str | None,
+           derive_from: str | None) -> SourceResult:  # fmt: skip
     numbered_lines, bad_utf8 = numbered(data)
     lines = numbered_lines.get_column("text").to_list()
     readings: list[Reading] = []
@@ -176,7 +211,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     findings += [f for d in disks if (f := d.finding()) is not None]
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
                   incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines, frame=table,
-                  derive_from="local" if timezone else "assumed")  # fmt: skip
+                  derive_from=derive_from)  # fmt: skip
 
 
 _IOSTAT_ANY = re.compile(rb"(?m)^Device:?[ \t]")

@@ -30,6 +30,7 @@ gives ``carrier 0`` for ``eth1`` and a ``net.link`` event ``eth1: link down (NO-
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta
 from functools import cache
 from typing import Any
@@ -39,6 +40,7 @@ import polars as pl
 from ..reading.base import SourceResult
 from ..reading.fields import _data
 from ..text import split_lines
+from . import telemetry
 from .telemetry import Finding, Reading, number, other, result, wall_clock
 
 NAME = "nicstats"
@@ -85,10 +87,36 @@ def sniff(head: str) -> float:
 def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None, year: int | None = None,
           timezone: str | None = None, on_error: str = "keep", full: bool = False) -> SourceResult:  # fmt: skip
     """Parse ``ethtool -S`` / ``ip -s link`` output into counter samples and ``net.link`` events."""
+    return _parse(data, file=file, incident=incident, host=host, timezone=timezone, sar=_Sar(),
+                  derive_from="local" if timezone else "assumed")  # fmt: skip
+
+
+def iter_parse(read: Callable[[int], bytes], *, file: str, incident: str = "", host: str | None = None,
+               year: int | None = None, timezone: str | None = None, on_error: str = "keep",
+               chunk_bytes: int = telemetry.SERIES_CHUNK_BYTES) -> Iterator[SourceResult]:  # fmt: skip
+    """:func:`parse` from ``read(n)`` in chunks, one held at a time (:func:`.telemetry.iter_series`): a day of
+    ``sar -n DEV 1`` is cut before a report's head line, and its banner's date carries to the next chunk."""
+    del year, on_error
+    sar = _Sar()
+
+    def chunk(data: bytes) -> SourceResult:
+        return _parse(data, file=file, incident=incident, host=host, timezone=timezone, sar=sar, derive_from=None)
+
+    yield from telemetry.iter_series(read, chunk, source=NAME, file=file, incident=incident, host=host,
+                                     derive_from="local" if timezone else "assumed", size=chunk_bytes,
+                                     boundary=_REPORT_START)  # fmt: skip
+
+
+#: Where a report starts: a blank line before a sar head (``12:00:01 AM IFACE …``) or an interface's line.
+_REPORT_START = re.compile(rb"(?m)^[ \t\r]*\n(?=\d\d:\d\d:\d\d(?: [AP]M)?[ \t]+IFACE[ \t]|\d+: \S)")
+
+
+def _parse(data: bytes, *, file: str, incident: str, host: str | None, timezone: str | None, sar: _Sar,
+           derive_from: str | None) -> SourceResult:  # fmt: skip
     series, bad_utf8 = split_lines(data)
     lines = [_CODE_END.sub("", _QUOTE.sub("", s, count=1)) for s in series.to_list()]
     ethtool, heads_of, sar_heads = _names()
-    sar = _Sar()
+    sar.readings, sar.records = [], 0
     readings: list[Reading] = []
     findings: list[Finding] = []
     device: str | None = None
@@ -144,7 +172,7 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     readings = _dated(readings, timezone)
     return result(readings, findings, lines=len(lines), records=records, unparsed=0, source=NAME, file=file,
                   incident=incident, host=host, invalid_utf8_lines=bad_utf8, text=lines,
-                  derive_from="local" if timezone else "assumed")  # fmt: skip
+                  derive_from=derive_from)  # fmt: skip
 
 
 class _Sar:

@@ -17,20 +17,27 @@ Producers and versions seen (tests/golden/vendorhealth, PROVENANCE.md; the HPE l
   78h] [Module 1]``, then `` Item | Value`` rows: ``Status | [STATUS OK] (00h)`` (or ``OK``, or ``OFF (28 4A)``:
   the PMBus STATUS_WORD in hex), ``Input Voltage | 227.2 V``, ``Main Output Current | 9.37 A``, ``Temperature 1 |
   33C/91F``, ``Fan 1 | 3968 RPM``, ``Input Power | 126 W``, serial and revision rows.
+- ``hpasmcli -s "show fans"`` (``Fan  Location  Present Speed  of max  Redundant  Partner  Hot-pluggable``, a
+  rule, then ``#1   PROCESSOR_ZONE  Yes     NORMAL  22%     Yes        2        Yes``; ``FAILED`` in the speed
+  column for a failed fan, the layout check_hpasm's ``FanSubsystem/CLI.pm`` reads) and ``show temp`` (``Sensor
+  Location  Temp  Threshold``, then ``#2        PROCESSOR_ZONE       40C/104F   70C/158F``, ``-`` for a sensor
+  not installed), alone or in one ``hpasmcli -s 'show fans; show powersupply; show temp'``.
 - ``hpasmcli -s "show iml"`` (the same log): ``Event: 31 Added: 09/22/2011 05:11`` then
   ``CRITICAL: POST Messages - POST Error: 1615-Power Supply Failure ...`` (severity, class, description),
   an all-zero ``00/00/0000 00:00`` stamp when the ROM logged it before the clock was set.
 
 Output: a snapshot's readings as ``samples`` (no time: ``power_w`` per supply; a PMBus module's
 ``voltage_v``, ``current_a``, ``temperature_c``, ``fan_rpm``, ``power_w``, the device naming the module and
-the reading, ``Module 1 Input Voltage``) and an event per supply whose condition or status is not
+the reading, ``Module 1 Input Voltage``; ``show fans``'s ``fan_pct`` per ``Fan #1 SYSTEM``, ``show temp``'s
+``temperature_c`` per ``Sensor #2 PROCESSOR_ZONE``) and an event per supply whose condition or status is not
 ``Ok``/``Normal`` (``bmc.psu``; a PMBus status word's set bits named by the PMBus specification in
 ``detail.pmbus``; what a message catalog reads it as,
 ``data/messages/vendor.toml``); an event per IML record, its kind the catalogs' reading (a POST 1615 is
 ``bmc.psu``, an "Uncorrectable PCI Express Error" ``bmc.pcie``), else its class's and words' (the BMC
 rules of ``data/bmc_events.toml``). ``detail``: ``psu``, ``present``, ``redundant``, ``condition`` /
 ``status``, ``power_w``; IML ``id``, ``class``, ``state`` (the IML severity), ``count`` and ``updated``
-(``hplog -v``), ``catalog``, ``ts_from``.
+(``hplog -v``), ``catalog``, ``ts_from``. A fan reading ``FAILED`` is a ``bmc.fan`` event (``error``), a
+temperature at or above its sensor's threshold a ``bmc.thermal`` one (``warning``).
 Severity: the IML's own (``CRITICAL``/``Critical`` → error, or critical when the wording says so, ``CAUTION`` → warning,
 ``INFORMATIONAL``/``REPAIRED`` → info), a failed supply ``critical`` (another condition ``warning``).
 
@@ -61,6 +68,7 @@ NAME = "vendorhealth"
 FORMS = (
     "hpasmcli show powersupply (-s or at its prompt): Power supply #N blocks",
     "hplog -p: ID TYPE LOCATION STATUS REDUNDANT table",
+    "hpasmcli show fans / show temp tables (-s, one command or several): #N LOCATION rows",
     "hpasmcli show iml: Event: N Added: date time / SEVERITY: Class - Description",
     "hplog -v: ID Severity Initial Time Update Time Count / LOG: description",
     "ipmicfg -pminfo / SMCIPMITool pminfo (Supermicro PSU PMBus readout): Item | Value rows per module",
@@ -75,6 +83,13 @@ _HPLOG_V = re.compile(r"^\s*(?P<id>[0-9A-Fa-f]{4})\s+(?P<severity>[A-Z][a-z]+)\s
                       r"\s+(?P<utime>\d\d:\d\d)\s+(?P<udate>\d\d/\d\d/\d{4})\s+(?P<count>\d+)\s*$")
 _HPLOG_V_LOG = re.compile(r"^\s*LOG:\s*(?P<text>.*?)\s*$")
 _HPLOG_V_HEADER = re.compile(r"^\s*ID\s+Severity\s+Initial Time\s+Update Time\s+Count\s*$")
+_FAN_HEADER = re.compile(r"^\s*Fan\s+Location\s+Present\s+Speed\s+of max\s+Redundant\s+Partner\s+Hot-pluggable\s*$")
+#: A ``show fans`` row; the location may run into the Present column (``SCSI_BACKPLANE_ZONEYes``, check_hpasm).
+_FAN_ROW = re.compile(r"^\s*#(?P<n>\d+)\s+(?P<location>[\w#/-]+?)\s*(?P<present>Yes|No|N/A|FAILED)\s+(?P<speed>\S+)\s+"
+                      r"(?P<pct>\d+%?|N/A|-|FAILED)\s+(?P<redundant>\S+)\s+(?P<partner>\S+)\s+(?P<hotplug>\S+)\s*$")
+_TEMP_HEADER = re.compile(r"^\s*Sensor\s+Location\s+Temp\s+Threshold\s*$")
+_TEMP_ROW = re.compile(r"^\s*#(?P<n>\d+)\s+(?P<location>[\w#/-]+)\s+(?:(?P<c>-?\d+)C/-?\d+F|-)\s+(?:(?P<limit>\d+)C/\d+F|-)\s*$")
+_TABLE_RULE = re.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
 _PM_MODULE = re.compile(r"^\s*\[SlaveAddress = (?P<addr>\w+)\]\s*\[Module (?P<module>\d+)\]\s*$")
 _PM_HEADER = re.compile(r"^\s*Item\s+\|\s+Value\s*$")
 _PM_ROW = re.compile(r"^\s*(?P<key>[A-Za-z][\w ./()+-]*?)\s*\|\s*(?P<value>.*?)\s*$")
@@ -92,13 +107,15 @@ _IML_BODY = re.compile(r"^\s*(?P<severity>[A-Z]+):\s+(?P<cls>.*?)\s+-\s+(?P<text
 _IML_STATE = {"CRITICAL": "Critical", "CAUTION": "Warning", "INFORMATIONAL": "OK", "INFO": "OK", "REPAIRED": "OK",
               "INFORMATION": "OK", "UNKNOWN": None}
 _OK = {"ok", "normal", "n/a", "nonexistent", "absent", "-"}
+#: The kind of a ``show fans`` / ``show temp`` row's event when no catalog row reads it.
+_FORM_KIND = {"fan": "bmc.fan", "temp": "bmc.thermal"}
 
 
 def sniff(head: str) -> float:
     """1.0 when ``head`` holds a power-supply block, an ``hplog -p`` header or an IML record."""
     lines = head.splitlines()[:400]
     for i, line in enumerate(lines):
-        if _HPLOG_HEADER.match(line) or _HPLOG_V_HEADER.match(line):
+        if _HPLOG_HEADER.match(line) or _HPLOG_V_HEADER.match(line) or _FAN_HEADER.match(line) or _TEMP_HEADER.match(line):
             return 1.0
         if _HPLOG_V.match(line) and i + 1 < len(lines) and _HPLOG_V_LOG.match(lines[i + 1]):
             return 1.0
@@ -124,7 +141,8 @@ def parse(data: bytes, *, file: str, incident: str = "", host: str | None = None
     while i < len(lines):
         read = _record_at(lines, i, modules)
         if read is None:
-            if _HPLOG_HEADER.match(lines[i]) or _HPLOG_V_HEADER.match(lines[i]) or re.match(r"^\s*-{20,}\s*$", lines[i]):
+            if (_HPLOG_HEADER.match(lines[i]) or _HPLOG_V_HEADER.match(lines[i]) or _FAN_HEADER.match(lines[i])
+                    or _TEMP_HEADER.match(lines[i]) or _TABLE_RULE.match(lines[i]) or re.match(r"^\s*-{20,}\s*$", lines[i])):
                 claimed.add(i + 1)
             i += 1
             continue
@@ -160,6 +178,10 @@ def _record_at(lines: list[str], i: int, modules: int) -> tuple[int, dict[str, A
         return _pmbus_block(lines, i, f"Module {module['module']}" if module else f"Module {modules + 1}")
     if (m := _HPLOG_V.match(text)) and (b := _HPLOG_V_LOG.match(after)):
         return i + 2, _hplog_record(i + 1, m, b), []
+    if m := _FAN_ROW.match(text):
+        return i + 1, *_fan_row(i + 1, m)
+    if m := _TEMP_ROW.match(text):
+        return i + 1, *_temp_row(i + 1, m)
     if m := _HPLOG_ROW.match(text):
         fields = {"Condition": m["status"], "Redundant": m["redundant"], "Location": m["location"].strip()}
         return i + 1, _psu_record(i + 1, m["psu"], fields, [text]), []
@@ -192,10 +214,38 @@ def _pmbus_block(lines: list[str], i: int, module: str) -> tuple[int, dict[str, 
     return j, _pmbus_record(i + 1, module, rows), _pmbus_readings(module, rows)
 
 
+def _fan_row(line: int, m: re.Match[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ``show fans`` row: its share of full speed as ``fan_pct``; a fault (``bmc.fan``, ``error``) when its
+    speed or presence reads ``FAILED`` (check_hpasm's reading of the layout: FAILED in the speed column)."""
+    failed = "FAILED" in (m["speed"].upper(), m["present"].upper(), m["pct"].upper())
+    pct = re.match(r"(\d+)%?$", m["pct"])
+    found = [{"line": line, "device": f"Fan #{m['n']} {m['location']}", "metric": "fan_pct", "value": float(pct[1]),
+              "unit": "%"}] if pct and m["present"] == "Yes" else []  # fmt: skip
+    record = {"line": line, "text": m.string.strip(), "form": "fan", "id": m["n"], "stamp": None, "cls": None,
+              "state": None, "psu": None, "present": m["present"], "redundant": m["redundant"], "condition": m["speed"],
+              "location": m["location"], "power_w": None, "fault": failed, "count": None, "updated": None,
+              "pmbus": None, "level": "error"}  # fmt: skip
+    return record, found
+
+
+def _temp_row(line: int, m: re.Match[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ``show temp`` row: its reading as ``temperature_c`` (``-``: a sensor not installed, no reading); a fault
+    (``bmc.thermal``, ``warning``) when the reading is at or above the sensor's threshold."""
+    c, limit = (float(m[k]) if m[k] is not None else None for k in ("c", "limit"))
+    found = [{"line": line, "device": f"Sensor #{m['n']} {m['location']}", "metric": "temperature_c", "value": c,
+              "unit": "C"}] if c is not None else []  # fmt: skip
+    record = {"line": line, "text": m.string.strip(), "form": "temp", "id": m["n"], "stamp": None, "cls": None,
+              "state": None, "psu": None, "present": None, "redundant": None,
+              "condition": f"{c:g} C at or above its threshold {limit:g} C" if c is not None and limit else None,
+              "location": m["location"], "power_w": None, "fault": c is not None and limit is not None and c >= limit,
+              "count": None, "updated": None, "pmbus": None, "level": "warning"}  # fmt: skip
+    return record, found
+
+
 _RECORD = {"line": pl.Int64, "text": pl.String, "form": pl.String, "id": pl.String, "stamp": pl.String,
            "cls": pl.String, "state": pl.String, "psu": pl.String, "present": pl.String, "redundant": pl.String,
            "condition": pl.String, "location": pl.String, "power_w": pl.Float64, "fault": pl.Boolean,
-           "count": pl.Int64, "updated": pl.String, "pmbus": pl.String}  # fmt: skip
+           "count": pl.Int64, "updated": pl.String, "pmbus": pl.String, "level": pl.String}  # fmt: skip
 
 
 def _psu_record(line: int, psu: str, f: dict[str, str], printed: list[str]) -> dict[str, Any]:
@@ -208,7 +258,7 @@ def _psu_record(line: int, psu: str, f: dict[str, str], printed: list[str]) -> d
             "present": f.get("Present"), "redundant": f.get("Redundant"), "condition": condition,
             "location": f.get("Location"), "power_w": to_float(watts[1]) if watts else None,
             "fault": condition is not None and condition.lower() not in _OK, "count": None, "updated": None,
-            "pmbus": None}  # fmt: skip
+            "pmbus": None, "level": None}  # fmt: skip
 
 
 def _iml_record(line: int, head: re.Match[str], body: re.Match[str]) -> dict[str, Any]:
@@ -216,7 +266,8 @@ def _iml_record(line: int, head: re.Match[str], body: re.Match[str]) -> dict[str
     stamp = None if year == "0000" else f"{year}-{month}-{day}T{head['time']}:00"
     return {"line": line, "text": body["text"], "form": "iml", "id": head["id"], "stamp": stamp, "cls": body["cls"],
             "state": body["severity"], "psu": None, "present": None, "redundant": None, "condition": None,
-            "location": None, "power_w": None, "fault": True, "count": None, "updated": None, "pmbus": None}  # fmt: skip
+            "location": None, "power_w": None, "fault": True, "count": None, "updated": None, "pmbus": None,
+            "level": None}  # fmt: skip
 
 
 def _pmbus_record(line: int, module: str, rows: list[tuple[int, str, str]]) -> dict[str, Any]:
@@ -234,7 +285,7 @@ def _pmbus_record(line: int, module: str, rows: list[tuple[int, str, str]]) -> d
     return {"line": line, "text": f"{module} | Status | {status}" if status else module, "form": "pmbus", "id": None,
             "stamp": None, "cls": None, "state": None, "psu": module, "present": None, "redundant": None,
             "condition": status, "location": None, "power_w": None, "fault": status is not None and not ok,
-            "count": None, "updated": None, "pmbus": bits or None}  # fmt: skip
+            "count": None, "updated": None, "pmbus": bits or None, "level": None}  # fmt: skip
 
 
 def _pmbus_readings(module: str, rows: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
@@ -254,7 +305,7 @@ def _hplog_record(line: int, head: re.Match[str], log: re.Match[str]) -> dict[st
     return {"line": line, "text": log["text"], "form": "iml", "id": head["id"], "stamp": f"{year}-{month}-{day}T{head['time']}:00",
             "cls": None, "state": head["severity"].upper(), "psu": None, "present": None, "redundant": None,
             "condition": None, "location": None, "power_w": None, "fault": True, "count": to_int(head["count"]),
-            "updated": f"{head['udate']} {head['utime']}", "pmbus": None}  # fmt: skip
+            "updated": f"{head['udate']} {head['utime']}", "pmbus": None, "level": None}  # fmt: skip
 
 
 def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
@@ -269,8 +320,9 @@ def _finish(records: pl.DataFrame, *, timezone: str | None) -> pl.DataFrame:
     kind = bmc.bmc_kind(pl.Series([None] * records.height, dtype=pl.String), records["cls"], records["text"])
     out = records.with_row_index("i").join(read, on="i", how="left").with_columns(
         ts=ts, ts_from=pl.when(pl.col("stamp").is_not_null()).then(how),
-        kind=pl.coalesce("cat_kind", pl.when(pl.Series(psu)).then(pl.lit("bmc.psu")), pl.Series(kind)),
-        severity=pl.when(pl.Series(psu)).then(
+        kind=pl.coalesce("cat_kind", pl.when(pl.Series(psu)).then(pl.lit("bmc.psu")),
+                         pl.col("form").replace_strict(_FORM_KIND, default=None), pl.Series(kind)),
+        severity=pl.when(pl.col("level").is_not_null()).then(pl.col("level")).when(pl.Series(psu)).then(
             pl.when(pl.col("condition").str.contains(r"(?i)^(?:failed|off)\b")).then(pl.lit("critical")).otherwise(pl.lit("warning"))
         ).otherwise(
             bmc.severity(records["text"], state=state)),
