@@ -203,7 +203,9 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
         stackish=pl.col("stackish") | (indented & pl.col("stackish").first().over((~indented).cum_sum()))
     )
     stack_rows = df.filter("stackish")
-    df = group_records(df.filter(~pl.col("kernelish") & ~pl.col("stackish")).drop("kernelish", "stackish"))
+    # (a step line's trainer style, read before the records: a step line is a record of its own)
+    job = df.filter(~pl.col("kernelish") & ~pl.col("stackish")).drop("kernelish", "stackish")
+    df = group_records(job.with_columns(line_style=_style_expr(pl.col("msg"), job.height)))
     events, metrics = _job_events(df, carry, file=file, incident=incident, host=host, source=source,
                                   timezone=timezone, on_error=on_error, full=full, offset_rows=offset_rows,
                                   all_lines=all_lines)  # fmt: skip
@@ -272,7 +274,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
         # (a hard-wrapped line's anchor may lie on its second row)
         flag=pl.lit(True) if full else _first_line_flag(heads) | (pl.col("block") == "wrap"),
-        style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"), heads.height)),
+        style=pl.when(pl.col("block") == "single").then(pl.col("line_style")),
     ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
     carry.records += heads.height
     found = _parse_flagged(heads.filter("flag"), carry, file=file, on_error=on_error, full=full)
