@@ -59,7 +59,7 @@ def main(debug: bool) -> None:
               show_default=True, help="events; gpus: the per-GPU rows of nvidia-smi dumps; metrics: training steps; "
               "samples: telemetry readings (sensors, GPU series).")
 @click.option("--all-lines", is_flag=True,
-              help="Kernel and journal text: keep every line as a row (the lines of no interest as `other`).")
+              help="Kernel logs, journal text, job output: keep every record as a row (those of no interest as `other`).")
 def parse_cmd(files: tuple[str, ...], source: str, fmt: str, out: Path | None, on_error: str,
               year: int | None, timezone: str | None, incident: str, table_name: str, all_lines: bool) -> None:  # fmt: skip
     """Parse log files into event rows (FILE `-` reads standard input).

@@ -33,7 +33,8 @@ BINARY_SAMPLE = 1 << 20
 #: Sources that read a job's output (streamed in chunks, see :mod:`forensics.sources.joblog`).
 JOB_SOURCES = ("nccl", "torch", "trainlog")
 #: Sources of line-oriented logs: they give the records of interest unless ``all_lines`` (see
-#: :mod:`forensics.reading.interest`), and are streamed in chunks.
+#: :mod:`forensics.reading.interest`), and are streamed in chunks (as are the :data:`JOB_SOURCES`, which
+#: do the same).
 LINE_SOURCES = ("kernel", "journal")
 #: Telemetry series (dmon, iostat and sar, dcgm-exporter scrapes): streamed in chunks of whole reports, their
 #: ``samples`` with each (``iter_parse`` of :mod:`forensics.sources.telemetry`'s sources).
@@ -92,9 +93,10 @@ def parse_bytes(
     (no row), and a binary one (:func:`binary_share`), of which only the rows the kernel source gives a
     kind are kept (an Xid line after a core dump's bytes).
 
-    Line-oriented logs (kernel, journal text) give the records of interest
+    Line-oriented logs (kernel, journal text) and a job's output give the records of interest
     (:mod:`forensics.reading.interest`); ``all_lines=True`` (what ingest does) keeps every other record
-    too, as ``other`` rows. Either way ``files.lines`` counts every line.
+    too, as ``other`` rows (and a job's step lines as ``train.step`` rows; their values are in ``metrics``
+    either way). Either way ``files.lines`` counts every line.
     """
     check_options(year=year, timezone=timezone, on_error=on_error)
     chosen, confidence = _choose(data, source)
@@ -107,7 +109,7 @@ def parse_bytes(
     module = sources.get(chosen or "kernel")
     split = nvsmi.extent(data) if chosen == "nvsmi" and source == "auto" else None
     head, rest = (data, b"") if split is None else _cut(data, split)
-    lined = {"all_lines": all_lines} if (chosen or "kernel") in LINE_SOURCES else {}
+    lined = {"all_lines": all_lines} if (chosen or "kernel") in (*LINE_SOURCES, *JOB_SOURCES) else {}
     result: SourceResult = module.parse(
         head, file=file, incident=incident, host=host, year=year, timezone=timezone, on_error=on_error, **lined
     )
@@ -265,7 +267,7 @@ def iter_parse_path(path: str | Path, *, source: str = "auto", incident: str = "
         elif chosen == "kernel":
             chunks = kernel.iter_parse(stream.read, all_lines=all_lines, **options)  # type: ignore[arg-type]
         else:
-            chunks = joblog.iter_parse(stream.read, source=chosen, **options)  # type: ignore[arg-type]
+            chunks = joblog.iter_parse(stream.read, source=chosen, all_lines=all_lines, **options)  # type: ignore[arg-type]
         records = unparsed = 0
         last: SourceResult | None = None
         read_by: set[str] = set()
@@ -306,8 +308,8 @@ def parse_file(
     ``source`` is a registered source name or ``auto`` (decided by content); ``year`` dates year-less
     stamps (syslog, journal ``short``), ``timezone`` (IANA name) reads stamps printed in local time;
     ``on_error``: ``keep`` (unparsed records become ``unparsed`` rows), ``warn`` (also noted in the
-    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`); ``all_lines``: kernel and
-    journal text keep the records of no interest too, as ``other`` rows.
+    ``files`` row), ``raise`` (a :class:`~forensics.errors.ParseError`); ``all_lines``: kernel logs,
+    journal text and job output keep the records of no interest too, as ``other`` rows.
 
     >>> import forensics, tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:

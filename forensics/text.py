@@ -36,6 +36,14 @@ def split_lines(data: bytes) -> tuple[pl.Series, int]:
         return pl.Series("line", [], dtype=pl.String), 0
     if not data.endswith(b"\n"):
         data += b"\n"
+    if len(data) <= PYTHON_CHARS and data.count(b"\n") <= PYTHON_LINES:  # (a few lines: no Arrow arrays)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            split = [x[:-1] if x.endswith("\r") else x for x in text.split("\n")[:-1]]
+            return pl.Series("line", split, dtype=pl.String), 0
     binary = _binary_lines(data)
     try:
         strings = binary.cast(pa.large_string())

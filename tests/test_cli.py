@@ -124,7 +124,6 @@ def test_job_log_events_and_metrics(tmp_path: Path) -> None:
     assert out == (
         "WHERE      TIME  HOST   KIND                  SEVERITY  GPU           CODE  MESSAGE\n"
         "job.log:1  -     gpu07  nccl.init             info      0000:3b:00.0  -     NCCL INFO comm 0x5581 rank 0 nranks 2 cudaDev 0 busId 3b000 - Init COMPLETE\n"
-        "job.log:2  -     -      train.step            debug     -             -     iter 100: loss 2.3125, time 101.20ms, mfu 31.20%\n"
         "job.log:3  -     -      train.loss_nonfinite  error     -             110   iter 110: loss nan, time 99.80ms, mfu 31.40%\n"
     )  # fmt: skip
     code, out, _ = run("parse", "--table", "metrics", "--format", "jsonl", str(job))

@@ -239,7 +239,8 @@ def test_kernel_lines_in_a_job_log_are_read_by_the_kernel_source(case) -> None:
         return [(r["line"], r["kind"], r["code"], r["gpu"], r["message"]) for r in result.events.to_pylist()]
 
     data = case.read_bytes()
-    assert rows(joblog.parse(data, file="x")) == rows(kernel.parse(data, file="x", all_lines=True))
+    for all_lines in (False, True):
+        assert rows(joblog.parse(data, file="x", all_lines=all_lines)) == rows(kernel.parse(data, file="x", all_lines=all_lines))
 
 
 def test_stall_is_derived_from_step_times() -> None:
@@ -271,7 +272,14 @@ def test_nonfinite_loss_is_an_event_at_its_onset_only() -> None:
 
 
 def _check(data: bytes) -> None:
-    result = joblog.parse(data, file="x", chunk_bytes=1024)
+    result = joblog.parse(data, file="x", chunk_bytes=1024, all_lines=True)
+    # the records of interest alone: the same rows, the others counted (other and train.step rows)
+    interest = joblog.parse(data, file="x", chunk_bytes=1024)
+    assert (interest.records, interest.lines, interest.unparsed) == (result.records, result.lines, result.unparsed)
+    every, kept = result.events.to_pylist(), interest.events.to_pylist()
+    at = {(r["line"], r["source"], r["kind"]) for r in kept}
+    assert kept == [r for r in every if (r["line"], r["source"], r["kind"]) in at]
+    assert {r["kind"] for r in every if (r["line"], r["source"], r["kind"]) not in at} <= {"other", "train.step"}
     df = pl.from_arrow(result.events)
     logical = prefix.lines_frame(split_lines(data)[0]).height if data else 0
     derived = df.get_column("detail").map_elements(lambda d: bool(json.loads(d).get("derived")), return_dtype=pl.Boolean)
@@ -347,7 +355,7 @@ def test_a_watchdog_line_hard_wrapped_by_a_terminal_is_one_timeout(how: str, wid
               "[PG 0 (default_pg) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 5123, last "
               "enqueued NCCL work: 5124, last completed NCCL work: 5122.", "[1,0]<stdout>:plain text after"]  # fmt: skip
     assert len(hard_wrap(head, how, width)) == 3
-    result, rows = _rows("\n".join(lines).encode())
+    result, rows = _rows("\n".join(lines).encode(), all_lines=True)
     timeouts = [r for r in rows if r["kind"] == "torch.watchdog_timeout"]
     assert len(timeouts) == 1 and result.unparsed == 0
     detail = json.loads(timeouts[0]["detail"])
@@ -360,7 +368,7 @@ def test_a_watchdog_line_cut_short_does_not_take_the_lines_after_it() -> None:
     lines = ["[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE,",
              "[2024-05-01 10:40:00,000] INFO iteration 5/ 100 | lm loss: 1.0 |", "Traceback (most recent call last):",
              '  File "/w/train.py", line 3, in <module>', "RuntimeError: boom"]  # fmt: skip
-    result, rows = _rows("\n".join(lines).encode())
+    result, rows = _rows("\n".join(lines).encode(), all_lines=True)
     assert [(r["line"], r["kind"]) for r in rows] == [(1, "unparsed"), (2, "train.step"), (3, "py.exception")]
 
 
@@ -384,7 +392,7 @@ def test_a_watchdog_line_glued_after_a_faulthandler_dump() -> None:
     lines = ["Fatal Python error: Aborted", "", "Thread 0x00007f3a2effd640 (most recent call first):", "  <no Python frame>", "",
              "Extension modules: numpy.core._multiarray_umath, torch._C, torch._C._fft (total: 3)[rank3]:[E0104 18:26:45.123456 "
              f"ProcessGroupNCCL.cpp:607] {_WATCHDOG}"]  # fmt: skip
-    result, rows = _rows("\n".join(lines).encode())
+    result, rows = _rows("\n".join(lines).encode(), all_lines=True)
     timeouts = [r for r in rows if r["kind"] == "torch.watchdog_timeout"]
     assert [(r["line"], r["rank"], r["message"]) for r in timeouts] == [(6, 3, _WATCHDOG)] and result.unparsed == 0
 

@@ -69,3 +69,21 @@ def test_staged_stamps_are_to_utc() -> None:
             assert_frame_equal(env.select(ts=ts, how=how), env.select(ts=expected[0], how=expected[1]))
             compared += 1
     assert compared > 100
+
+
+def test_lines_split_in_python_are_the_arrow_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few lines are split in Python: the lines (CRLF ends cut, a lone ``\\r`` kept) and the count of
+    invalid UTF-8 lines the Arrow split gives, for every golden input and a few edge cases."""
+    inputs = [c.read_bytes() for source in ("kernel", "journal", "nccl", "trainlog") for c in golden_cases(source)]
+    inputs += [b"a\r\nb\rc\n\n", b"x", b"\r\n\r", b"\xc3\xa9\n\xff\n", b"\n\n"]
+    compared = 0
+    for data in inputs:
+        if data.count(b"\n") > text.PYTHON_LINES or len(data) > text.PYTHON_CHARS:
+            continue
+        lines, bad = split_lines(data)
+        with monkeypatch.context() as m:
+            m.setattr(text, "PYTHON_CHARS", -1)
+            arrow_lines, arrow_bad = split_lines(data)
+        assert (lines.to_list(), bad) == (arrow_lines.to_list(), arrow_bad)
+        compared += 1
+    assert compared > 100

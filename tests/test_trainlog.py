@@ -16,10 +16,10 @@ from forensics.sources import joblog
 GOLDEN = Path(__file__).parent / "golden" / "trainlog"
 
 
-def _parse(name: str) -> tuple[str | None, pl.DataFrame, pl.DataFrame]:
+def _parse(name: str, *, all_lines: bool = False) -> tuple[str | None, pl.DataFrame, pl.DataFrame]:
     """A golden sample as ``forensics parse`` reads it (sniffed): its source, events and metrics."""
     path = GOLDEN / f"{name}.log"
-    parsed = parse_bytes(path.read_bytes(), file=path.name, source="auto")
+    parsed = parse_bytes(path.read_bytes(), file=path.name, source="auto", all_lines=all_lines)
     return parsed.source, pl.from_arrow(parsed.events), pl.from_arrow(parsed.metrics)  # type: ignore[return-value]
 
 
@@ -79,7 +79,7 @@ def test_keras_progress_lines_per_epoch_and_per_batch() -> None:
     _, events, metrics = _parse("trainlog-keras-2016-epoch-end-loss-nan-acc-val-loss-nan-01")
     assert _events(events) == [(4, "train.loss_nonfinite", 9595, "loss")]
     assert _metric(metrics, "loss")[0] == (9595, 0.6242)
-    _, events, metrics = _parse("trainlog-keras-per-batch-loss-nan-mse-nan-glued-user-print-01")
+    _, events, metrics = _parse("trainlog-keras-per-batch-loss-nan-mse-nan-glued-user-print-01", all_lines=True)
     assert _events(events) == [(2, "train.loss_nonfinite", 2, "loss")]  # every bar its own line, not a kernel record
     assert events.height == 13 and _metric(metrics, "loss")[0] == (1, 0.0838)
     assert not {"eta"} & set(metrics.get_column("name"))

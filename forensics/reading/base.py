@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -12,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..regex import ascii_classes
+from ..regex import ascii_classes, for_python
 from ..schema import EVENTS
 
 #: Queries over more rows than this run on Polars' streaming engine, which bounds their memory; smaller
@@ -86,6 +88,34 @@ def template_expr(message: pl.Expr) -> pl.Expr:
     return message.str.replace_all(mask_regex(), "<*>").str.slice(0, TEMPLATE_CHARS)
 
 
+def template(message: str) -> str:
+    """:func:`template_expr` of one message, in Python (a few rows: no query).
+
+    >>> template("eth0: link up at 10000 Mbps")
+    'eth<*>: link up at <*> Mbps'
+    """
+    return _mask_python().sub("<*>", message)[:TEMPLATE_CHARS]
+
+
+@cache
+def _mask_python() -> re.Pattern[str]:
+    return re.compile(for_python(mask_regex()))
+
+
+_HOST_WHOLE = r"^\d{1,3}(?:\.\d{1,3}){3}$|:"
+
+
 def short_host(host: pl.Expr) -> pl.Expr:
     """Host names as the events table keeps them: the short name (IP addresses stay whole)."""
-    return pl.when(host.str.contains(r"^\d{1,3}(?:\.\d{1,3}){3}$|:")).then(host).otherwise(host.str.split(".").list.first())
+    return pl.when(host.str.contains(_HOST_WHOLE)).then(host).otherwise(host.str.split(".").list.first())
+
+
+def short_host_of(host: str | None) -> str | None:
+    """:func:`short_host` of one name, in Python."""
+    return host if host is None or re.search(_HOST_WHOLE, host) else host.split(".")[0]
+
+
+def json_row(fields: dict[str, Any]) -> str:
+    """A dict as Polars' ``struct.json_encode`` writes it (nulls kept, no spaces); its values are strings,
+    integers or nulls (Polars and Python print some floats differently)."""
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))

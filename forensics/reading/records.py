@@ -227,10 +227,16 @@ def _split_records(rows: list[tuple[Any, ...]]) -> _Blocks:
 
 
 def group_records(df: pl.DataFrame) -> pl.DataFrame:
-    """Add ``rec`` (the row of the record's first line), ``block`` and ``extra`` (JSON) to peeled lines."""
+    """Add ``rec`` (the row of the record's first line), ``block`` and ``extra`` (JSON) to peeled lines
+    (with ``line_style``, when given: the trainer style of a step line, see :mod:`.metrics`)."""
     msg = pl.col("msg")
     dangle = (msg.str.strip_chars() == "") & (pl.col("prefix") != "")
     df = df.with_columns(cls=pl.when(dangle).then(pl.lit("dangle")).otherwise(_line_classes(msg, df.height)))
+    if "line_style" in df.columns:
+        # A trainer's step line is no row of a table (an indented Megatron or tqdm line looks like one of a
+        # RAS report's): left unclassed, the many step lines of a training log are not visited one by one.
+        table_row = (pl.col("cls") == "ras_body") & pl.col("line_style").is_not_null()
+        df = df.with_columns(cls=pl.when(table_row).then(pl.lit(None, pl.String)).otherwise("cls"))
     classed = pl.col("cls").is_not_null()
     near = classed.cast(pl.Int8).rolling_max(window_size=WINDOW + 1, min_samples=1)
     blank = msg.str.strip_chars() == ""

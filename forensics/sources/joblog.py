@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from ..errors import ParseError
 from ..families import Families, row
-from ..reading import envelope, prefix
+from ..reading import envelope, interest, prefix
 from ..reading.base import SourceResult, events_table, short_host, template_expr
 from ..reading.chunks import CHUNK_BYTES, MAX_GROWTH, iter_chunks
 from ..reading.metrics import _style_expr, read_metrics
@@ -165,7 +165,7 @@ class _Carry:
 
 
 def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | None, source: str,
-           year: int | None, timezone: str | None, on_error: str, full: bool) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+           year: int | None, timezone: str | None, on_error: str, full: bool, all_lines: bool) -> tuple[pa.Table, pa.Table]:  # fmt: skip
     lines, bad_utf8 = split_lines(data)
     lines = dedent(lines)
     carry.bad_utf8 += bad_utf8
@@ -203,20 +203,24 @@ def _chunk(data: bytes, carry: _Carry, *, file: str, incident: str, host: str | 
         stackish=pl.col("stackish") | (indented & pl.col("stackish").first().over((~indented).cum_sum()))
     )
     stack_rows = df.filter("stackish")
-    df = group_records(df.filter(~pl.col("kernelish") & ~pl.col("stackish")).drop("kernelish", "stackish"))
+    # (a step line's trainer style, read before the records: a step line is a record of its own)
+    job = df.filter(~pl.col("kernelish") & ~pl.col("stackish")).drop("kernelish", "stackish")
+    df = group_records(job.with_columns(line_style=_style_expr(pl.col("msg"), job.height)))
     events, metrics = _job_events(df, carry, file=file, incident=incident, host=host, source=source,
-                                  timezone=timezone, on_error=on_error, full=full, offset_rows=offset_rows)  # fmt: skip
+                                  timezone=timezone, on_error=on_error, full=full, offset_rows=offset_rows,
+                                  all_lines=all_lines)  # fmt: skip
     if stack_rows.height:
         events = pa.concat_tables([events, _stack_events(stack_rows, carry, file=file, incident=incident, host=host)])
     if kernel_rows.height:
         events = pa.concat_tables([events, _kernel_events(kernel_rows, carry, file=file, incident=incident, host=host,
-                                                          year=file_year, timezone=timezone, on_error=on_error, full=full)])  # fmt: skip
+                                                          year=file_year, timezone=timezone, on_error=on_error, full=full,
+                                                          all_lines=all_lines)])  # fmt: skip
     return events, metrics
 
 
 def _kernel_events(rows: pl.DataFrame, carry: _Carry, **options: Any) -> pa.Table:
     text = "\n".join(rows.get_column("wrapped").to_list()).encode("utf-8", "surrogatepass")
-    result = kernel.parse(text, all_lines=True, **options)  # (a job log's every line is a row)
+    result = kernel.parse(text, **options)
     carry.records += result.records
     carry.unparsed += result.unparsed
     lines = rows.get_column("i")
@@ -242,7 +246,8 @@ def _stack_events(rows: pl.DataFrame, carry: _Carry, *, file: str, incident: str
 
 
 def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, host: str | None, source: str,
-                timezone: str | None, on_error: str, full: bool, offset_rows: int) -> tuple[pa.Table, pa.Table]:  # fmt: skip
+                timezone: str | None, on_error: str, full: bool, offset_rows: int,
+                all_lines: bool) -> tuple[pa.Table, pa.Table]:  # fmt: skip
     head = pl.col("rec") == pl.int_range(pl.len())
     df = df.with_columns(is_head=head)
     multi = df.filter(~pl.col("is_head")).get_column("rec").unique()
@@ -269,7 +274,7 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     heads = heads.with_columns(ts=ts, ts_from=ts_from).with_columns(
         # (a hard-wrapped line's anchor may lie on its second row)
         flag=pl.lit(True) if full else _first_line_flag(heads) | (pl.col("block") == "wrap"),
-        style=pl.when(pl.col("block") == "single").then(_style_expr(pl.col("msg"), heads.height)),
+        style=pl.when(pl.col("block") == "single").then(pl.col("line_style")),
     ).with_columns(flag=pl.col("flag") & pl.col("style").is_null())
     carry.records += heads.height
     found = _parse_flagged(heads.filter("flag"), carry, file=file, on_error=on_error, full=full)
@@ -277,6 +282,11 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
     steps = heads.filter(pl.col("style").is_not_null()).select("rec", "style", "msg", "i", "host", "rank", "ts")
     numbered, metrics = read_metrics(steps.select("rec", "style", "msg", "i"))
     step_kind = _step_kinds(steps, numbered, metrics, carry)
+    last = heads.get_column("ts").drop_nulls()
+    if last.len():
+        carry.last_ts = last.max() if carry.last_ts is None else max(carry.last_ts, last.max())
+    if not all_lines:
+        heads, step_kind = _of_interest(df, heads, found, step_kind)
     out = _rows(heads, found, step_kind, file=file, incident=incident, host=host, source=source)
     out = _fill_ranks(out, carry)
     out = _link_asserts(out)
@@ -291,10 +301,30 @@ def _job_events(df: pl.DataFrame, carry: _Carry, *, file: str, incident: str, ho
             _fold_steps(carry)
     carry.errors.append(out.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("ts").is_not_null())
                         .select("line", "ts"))  # fmt: skip
-    last = heads.get_column("ts").drop_nulls()
-    if last.len():
-        carry.last_ts = last.max() if carry.last_ts is None else max(carry.last_ts, last.max())
     return events_table(out), metric_rows.to_arrow().cast(METRICS)
+
+
+#: A logger's level that makes its line a record of interest.
+_LOUD = ("warning", "error", "critical")
+
+
+def _of_interest(df: pl.DataFrame, heads: pl.DataFrame, found: dict[int, dict[str, Any]],
+                 step_kind: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
+    """The records of interest of a chunk (``heads``, one row per record) and the step kinds that are
+    events: the records a family read, the step lines that are more than a step (an onset, an overflow,
+    a spike; every step line's values are in ``metrics``), and of the others those a logger printed at
+    warning level or above or with a line of interest (:func:`.interest.of_interest`: an anchor of a
+    family or a message catalog, a word of trouble). The rest are counted (``files.records``), not rows."""
+    step_kind = step_kind.filter(pl.col("kind") != "train.step")
+    told = pl.Series("rec", list(found), dtype=pl.Int64)
+    rest = heads.filter(~pl.col("rec").is_in(told.implode()) & pl.col("style").is_null())
+    loud = rest.filter(pl.col("level").is_in(_LOUD)).get_column("rec")
+    quiet = rest.filter(~pl.col("level").is_in(_LOUD).fill_null(False)).get_column("rec")
+    lines = df.filter(pl.col("rec").is_in(quiet.implode())).select("rec", "msg")
+    text = "\n".join(lines.get_column("msg").to_list()).encode("utf-8", "surrogateescape") + b"\n"
+    hits = interest.of_interest(lines.get_column("msg"), text, tuple(f.prefilter() for f in FAMILIES))
+    keep = pl.concat([told, step_kind.get_column("rec"), loud, lines.filter(hits).get_column("rec")])
+    return heads.filter(pl.col("rec").is_in(keep.implode())), step_kind
 
 
 def _flagged(line: pl.Expr) -> pl.Expr:
@@ -697,12 +727,13 @@ def _stalls(carry: _Carry, *, file: str, incident: str, host: str | None) -> pa.
 
 def iter_parse(read: Any, *, file: str, incident: str = "", host: str | None = None, source: str = "trainlog",
                year: int | None = None, timezone: str | None = None, on_error: str = "keep",
-               full: bool = False, chunk_bytes: int = CHUNK_BYTES) -> Iterator[SourceResult]:  # fmt: skip
+               full: bool = False, chunk_bytes: int = CHUNK_BYTES, all_lines: bool = False) -> Iterator[SourceResult]:  # fmt: skip
     """Parse a job log read by ``read(n)``, yielding one result per chunk; the last carries the file's
-    counts and any ``train.stall`` rows."""
+    counts and any ``train.stall`` rows. The records of interest are rows (:func:`_of_interest`);
+    ``all_lines`` keeps every record, the others as ``other`` rows and each step line as a ``train.step``."""
     carry = _Carry()
     options = dict(file=file, incident=incident, host=host, source=source, year=year, timezone=timezone,
-                   on_error=on_error, full=full)  # fmt: skip
+                   on_error=on_error, full=full, all_lines=all_lines)  # fmt: skip
     for data in iter_chunks(read, chunk_bytes):
         events, metrics = _chunk(data, carry, **options)  # type: ignore[arg-type]
         yield SourceResult(_ordered(events), lines=0, records=0, unparsed=0, error=None, metrics=metrics)

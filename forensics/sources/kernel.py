@@ -56,7 +56,8 @@ from ..errors import ParseError
 from ..families import Families, Parts, row
 from ..pci import canonical_bdf, requester_id_bdf
 from ..reading import envelope, interest, prefix
-from ..reading.base import SourceResult, collect, count_lines, events_table, shift_lines, short_host, template_expr
+from ..reading.base import (SourceResult, collect, count_lines, events_table, json_row, shift_lines, short_host,
+                            short_host_of, template, template_expr)
 from ..reading.fields import to_int
 from ..regex import ascii_classes, first_match, for_python
 from ..text import PYTHON_LINES, WHITESPACE, contains, dedent, few, split_lines
@@ -1143,7 +1144,7 @@ def parse_text(
     result = parse_records(grouped, lines=n_lines, bad_utf8=bad_utf8, services=services, year=year, full=full,
                            detail_columns=detail_columns, month_before=month_before, **options)  # fmt: skip
     if jobs is not None:
-        result = _with_job_records(result, raw_lines, jobs, line_offset=line_offset, year=year, **options)
+        result = _with_job_records(result, raw_lines, jobs, line_offset=line_offset, year=year, all_lines=all_lines, **options)
     return result
 
 
@@ -1200,7 +1201,7 @@ def _with_job_records(result: SourceResult, lines: pl.Series, jobs: pl.Series, *
             runs[-1].append(i)
         else:
             runs.append([i])
-    keys = ("file", "incident", "host", "year", "timezone", "on_error")
+    keys = ("file", "incident", "host", "year", "timezone", "on_error", "all_lines")
     given = {k: options[k] for k in keys if k in options}
     events, metrics, error = [], [], None
     for run in runs:
@@ -1504,6 +1505,9 @@ def _year_in(stamps: list[str | None], kinds: list[str | None]) -> int | None:
 
 def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
               host: str | None, detail_columns: tuple[str, ...] = ()) -> pa.Table:  # fmt: skip
+    if heads.height <= SMALL_LINES and (table := _assemble_small(heads, found, file=file, incident=incident, host=host,
+                                                                 detail_columns=detail_columns)) is not None:  # fmt: skip
+        return table
     n = heads.height
     rows = pl.Series([f["rec"] for f in found], dtype=heads.schema["rec"])
 
@@ -1548,4 +1552,36 @@ def _assemble(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, in
         detail=pl.coalesce("f_detail", other_detail),
     ).pipe(collect, heads.height)  # fmt: skip
     return events_table(out)
+
+
+def _assemble_small(heads: pl.DataFrame, found: list[dict[str, Any]], *, file: str, incident: str,
+                    host: str | None, detail_columns: tuple[str, ...]) -> pa.Table | None:  # fmt: skip
+    """:func:`_assemble` of a few records, in Python (a query's plan costs a small file more than its rows),
+    or None when a value would be printed otherwise in a detail (a float: ``delta_s``)."""
+    names = ("i", "host", "ts", "uptime_s", "level", "is_kernel", "ipid", "message", "stamp", "delta_s", "ts_from",
+             *detail_columns)
+    columns = [heads.get_column(c).to_list() for c in names]
+    if any(v is not None for v in columns[9]) or any(isinstance(v, float) for c in columns[11:] for v in c):
+        return None
+    by_rec = {f["rec"]: f for f in found}
+    rows = []
+    for rec, (i, h, ts, uptime_s, level, is_kernel, ipid, message, stamp, _delta, ts_from, *extra) in zip(
+        heads.get_column("rec").to_list(), zip(*columns, strict=True), strict=True
+    ):
+        f = by_rec.get(rec)
+        if f is not None:
+            detail = json.dumps(f["detail"], ensure_ascii=False, default=str)
+        else:
+            told = {"stamp": stamp} if ts is None and stamp is not None else {"ts_from": ts_from}
+            detail = json_row({"template": template(message), **told, **dict(zip(detail_columns, extra, strict=True))})
+        rows.append({
+            "incident": incident, "host": short_host_of(h if h is not None else host),
+            "source": "kernel" if is_kernel else "journal", "file": file, "line": i + 1, "ts": ts, "uptime_s": uptime_s,
+            "kind": f["kind"] if f else "other",
+            "severity": f["severity"] if f and f["severity"] is not None else level if level is not None else "info",
+            "gpu": f["gpu"] if f else None, "rank": None,
+            "pid": f["pid"] if f and f["pid"] is not None else (None if is_kernel else ipid),
+            "code": f["code"] if f else None, "message": message, "detail": detail,
+        })  # fmt: skip
+    return events_table(rows)
 
