@@ -292,7 +292,8 @@ def _holes(m: re.Match[str]) -> tuple[tuple[int, int], ...]:
 
 def _inside(a: Hit, b: Hit) -> bool:
     """Whether ``a``'s match lies within ``b``'s longer one, and ``b`` read more of the message in its own
-    words (the characters of its match outside its named groups) than ``a`` did.
+    words (the characters of its match outside its named groups) than ``a`` did; never when ``a`` lies in one
+    of ``b``'s groups (``b`` took that text as it comes).
 
     >>> inner = Hit("x", "", (), "initiating", span=(60, 88), holes=((71, 72), (74, 87)))
     >>> outer = Hit("y", "", (), "initiating", span=(0, 90), holes=((30, 37), (71, 72), (74, 87)))
@@ -301,6 +302,8 @@ def _inside(a: Hit, b: Hit) -> bool:
     (True, False, False)
     """
     (start, end), (a0, a1) = b.span, a.span
+    if any(s <= a0 and a1 <= e for s, e in b.holes):  # ``b`` takes ``a``'s text as it comes: not its own words
+        return False
     return start <= a0 and a1 <= end and end - start > a1 - a0 and _own_words(b) > _own_words(a)
 
 

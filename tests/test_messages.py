@@ -446,6 +446,8 @@ def test_a_line_typing_row_hides_no_reading_and_a_wrapper_yields_to_what_it_quot
         "FloatingPointError: Predicted boxes or scores contain Inf/NaN. Training has diverged.":
             ("python.floating_point_error", "numerical"),
         "nvidia-container-cli: initialization error: nvml error: unknown error": ("nvidia_container.cli_nvml_error", "driver"),
+        # libnvidia-container <= 1.7's RPC error, quoted by the stage wrapper that reads more words of its own
+        "nvidia-container-cli: initialization error: driver error: timed out": ("nvidia_container.cli_driver_error_legacy", "driver"),
         "::16674:16674 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open "
         "shared object file: No such file or directory": ("nccl.plugin_not_loaded_info", None),
         "KeyError: 'labels'": ("python.argument_error", "code_bug"),

@@ -118,3 +118,20 @@ def test_a_new_vocabulary_redoes_the_stored_diagnoses(monkeypatch: pytest.Monkey
         assert stored.fingerprint(library) != before
     finally:
         stored._fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        ("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.", "driver"),
+        ("ERROR: this build requires NVIDIA driver 535.54 or later", "driver"),
+        ("nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -2)", "driver"),
+        ("docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+         "container_runtime"),
+        ("RuntimeError: failed to connect to the master at 10.1.2.3:29500", "network"),
+    ],
+)  # fmt: skip
+def test_the_synonyms_of_a_cause_s_failures_read_as_it(line: str, cause: str) -> None:
+    read = words.readings(_rows(line))
+    best = read.sort("weight", descending=True).row(0, named=True)
+    assert best["cause"] == cause, read
