@@ -93,3 +93,13 @@ def test_a_toolkit_package_is_the_container_runtime_and_a_driver_package_the_dri
     driver = CATALOG.best("dpkg: error processing package nvidia-driver-535 (--configure):")
     assert toolkit is not None and toolkit.cause == "container_runtime"
     assert driver is not None and driver.cause == "driver"
+
+
+def test_apt_s_no_candidate_is_read_and_its_removal_notice_is_not() -> None:
+    """apt's "has no installation candidate" names the package's layer; "is not installed, so not removed" (a purge
+    before an install) is no failure."""
+    driver = CATALOG.best("E: Package 'nvidia-driver-535' has no installation candidate")
+    toolkit = CATALOG.best("E: Package 'nvidia-container-toolkit' has no installation candidate")
+    assert driver is not None and driver.cause == "driver"
+    assert toolkit is not None and toolkit.cause == "container_runtime"
+    assert CATALOG.best("Package 'nvidia-driver-535' is not installed, so not removed") is None
