@@ -462,8 +462,7 @@ def test_a_line_typing_row_hides_no_reading_and_a_wrapper_yields_to_what_it_quot
         "::16674:16674 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open "
         "shared object file: No such file or directory": ("nccl.plugin_not_loaded_info", None),
         "KeyError: 'labels'": ("python.argument_error", "code_bug"),
-        "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer":
-            ("python.exception_line", None),
+        "safetensors_rust.SafetensorError: File does not contain tensor lm_head.weight": ("python.exception_line", None),
     }  # fmt: skip
     for line, (row, cause) in cases.items():
         best = catalog.best(line)
