@@ -311,11 +311,12 @@ def test_dcgm_s_own_error_strings_are_read(tmp_path: Path) -> None:
 
 
 def test_an_exception_line_without_its_traceback_is_an_exception(tmp_path: Path) -> None:
-    """code-torchtitan-3764: one relayed "SafetensorError: …" line is the exception; a line its source already
-    typed (a failed torch.save is fs.error) keeps its kind and its cause."""
+    """code-torchtitan-3764: one relayed "SafetensorError: …" line, wrapped, is the exception safetensors raises
+    for a header that is no JSON (read whole across the wrap: the program's bug wrote the shard); a line its
+    source already typed (a failed torch.save is fs.error) keeps its kind and its cause."""
     src = ROOT / "corpus/code-torchtitan-3764-qwen3-weight-tying-empty-safetensors-shard"
     d = _diagnose_files(tmp_path / "a", {str(p.relative_to(src)): p for p in src.rglob("*") if p.is_file() and p.name != "incident.toml"})
-    assert (d["root_cause"], d["rule"]) == ("code_bug", "python-exception")
+    assert (d["root_cause"], d["rule"]) == ("code_bug", "catalog:safetensors.header_invalid")
     full = ROOT / "corpus/storage-h2o-llmstudio-214-output-volume-full-checkpoint/node-a/llmstudio.log"
     d = _diagnose_files(tmp_path / "b", {"node-a/llmstudio.log": full})
     assert d["root_cause"] == "storage"
