@@ -291,20 +291,23 @@ def _holes(m: re.Match[str]) -> tuple[tuple[int, int], ...]:
 
 
 def _inside(a: Hit, b: Hit) -> bool:
-    """Whether ``a``'s match lies within ``b``'s longer one, and ``b`` read more of the message in its own
-    words (the characters of its match outside its named groups) than ``a`` did; never when ``a`` lies in one
-    of ``b``'s groups (``b`` took that text as it comes).
+    """Whether ``a``'s match lies within ``b``'s (as long or longer), and ``b`` read more of the message in its
+    own words (the characters of its match outside its named groups) than ``a`` did: "Failed to initialize NVML:
+    Unknown Error" read whole is more than its "Failed to initialize NVML: %s". Never when ``a`` opens in one of
+    ``b``'s groups (``b`` took that text as it comes: the container CLI's "<stage> error: " around its
+    "detection error: " row).
 
     >>> inner = Hit("x", "", (), "initiating", span=(60, 88), holes=((71, 72), (74, 87)))
     >>> outer = Hit("y", "", (), "initiating", span=(0, 90), holes=((30, 37), (71, 72), (74, 87)))
     >>> wrapper = Hit("z", "", (), "context", span=(40, 90), holes=((45, 90),))
-    >>> _inside(inner, outer), _inside(inner, wrapper), _inside(outer, inner)
-    (True, False, False)
+    >>> stage = Hit("s", "", (), "initiating", span=(50, 90), holes=((58, 67),))
+    >>> _inside(inner, outer), _inside(inner, wrapper), _inside(outer, inner), _inside(inner, stage)
+    (True, False, False, False)
     """
     (start, end), (a0, a1) = b.span, a.span
-    if any(s <= a0 and a1 <= e for s, e in b.holes):  # ``b`` takes ``a``'s text as it comes: not its own words
+    if any(s <= a0 < e for s, e in b.holes):  # ``b`` takes the text ``a`` opens with as it comes: not its own words
         return False
-    return start <= a0 and a1 <= end and end - start > a1 - a0 and _own_words(b) > _own_words(a)
+    return start <= a0 and a1 <= end and end - start >= a1 - a0 and _own_words(b) > _own_words(a)
 
 
 def _own_words(h: Hit) -> int:

@@ -343,6 +343,17 @@ def test_a_message_wrapped_over_lines_is_read_whole(tmp_path: Path) -> None:
     assert 2 in lines and 5 not in lines
 
 
+
+
+def test_a_code_s_string_wrapped_over_lines_is_read_as_the_code(tmp_path: Path) -> None:
+    """cudaErrorContained's string (CUDA 12.8's cudaGetErrorString) as PyTorch prints it, wrapped by a narrow
+    terminal: the first line alone is only a generic "CUDA error: %s" whose text is no code's string (a weak
+    reading); joined with the next it is the code, whose candidates replace the generic ones (synthetic: the
+    wording is CUDA's and PyTorch's, the wrapping ours)."""
+    log = ("torch.AcceleratorError: CUDA error: Invalid access of peer GPU memory\n"
+           "over nvlink or a hardware error\n")  # fmt: skip
+    d = _diagnose_files(tmp_path, {"n/stderr.log": log})
+    assert (d["root_cause"], d["rule"]) == ("gpu_memory", "catalog:pytorch.cuda_error")
 # Real pasted lines of the user-space programs around a job (tests/golden/PROVENANCE.md): the loader, the shells,
 # systemd, a FUSE mount, Horovod. Each line a catalog reads: (row, cause); the other lines are read by none.
 USER_SPACE = {

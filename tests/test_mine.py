@@ -149,7 +149,6 @@ KNOWN_MISSES = {
     "cr-alphafold-1021-docker-27-3-1-update-gpu-not-passed-xla-cpu-matmul-fallback": "container_runtime: XLA falling back to the CPU with no error line; docker's update dropping the GPU is in the prose",
     "cr-siderolabsext-940-talos-toolkit-lts-ldcache-lacks-nvidia-libs-container-segv": "container_runtime: a segfault in the container reads as storage; the toolkit's ld cache missing the libraries is in the prose",
     "drv-localdeepresearcher-34-grid-vm-driver-not-properly-installed-ollama-cudamemgetinfo-not-supported": "driver: 'operation not supported' reads as the code; the GRID VM driver not installed properly is in the prose",
-    "drv-rodan-1332-arbutus-vgpu-unlicensed-cuda-devices-busy-or-unavailable": "driver: 'busy or unavailable' reads as the container layer; the unlicensed vGPU is in the prose",
 }
 
 

@@ -146,7 +146,8 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
     p = pl.concat([p.filter("_wanted").drop("_wanted"), collectives.derived(scanned)])
     p = p.with_columns(follower=pl.lit(False)).with_row_index("_i")
     readings = messages.frame(catalog, p.get_column("message")).with_columns(_i=pl.col("i").cast(pl.UInt32)).drop("i")
-    readings = pl.concat([readings, _unwrapped(events, p, readings, catalog)])
+    unwrapped = _unwrapped(events, p, readings, catalog)
+    readings = pl.concat([readings.join(unwrapped.select("_i"), on="_i", how="anti"), unwrapped])
     # An emitter's error no row reads is still evidence of its layer: its catalog's default, a weak candidate.
     unread = p.join(readings.select("_i"), on="_i", how="anti")
     found = messages.default_frame(catalog, unread)
@@ -194,16 +195,22 @@ def select_rows(events: pl.LazyFrame | pl.DataFrame, library: Library, *,
 
 
 #: A message a logger or a terminal wrapped over several lines is read whole: an untyped or warning row no
-#: catalog reads is read again joined with up to this many records after it in its file.
+#: catalog reads, or reads only weakly, is read again joined with up to this many records after it in its file.
 WRAPPED = 2
+#: A reading this weak (weight × role factor) may be a wrapped message's first line: a generic row ("CUDA error:
+#: %s" whose text is no code's string, cut where the terminal wrapped it) reads it as little more than a line.
+WEAK = 0.25
 
 
 def _unwrapped(events: pl.LazyFrame | pl.DataFrame, p: pl.DataFrame, readings: pl.DataFrame,
                catalog: messages.Catalog) -> pl.DataFrame:  # fmt: skip
     """Readings (as :func:`messages.frame` gives them, keyed ``_i``) of the untyped or warning rows of ``p``
-    that read as nothing alone but as something joined with the records after them, when the records after
-    them alone do not read so: the reading is the wrapped message's, not a neighbour's."""
-    unread = p.join(readings.select("_i"), on="_i", how="anti").filter(
+    that read as nothing (or weakly) alone but as something (stronger) joined with the records after them,
+    when the records after them alone do not read so: the reading is the wrapped message's, not a
+    neighbour's. They replace the rows' own readings."""
+    weak = readings.filter(pl.col("cat_weight") < WEAK).select("_i", _before="cat_weight")
+    unread = p.join(readings.select("_i"), on="_i", how="anti").with_columns(_before=pl.lit(None, pl.Float64))
+    unread = pl.concat([unread, p.join(weak, on="_i", how="inner")]).filter(
         pl.col("kind").is_in(GENERIC) | pl.col("severity").is_in(["warning", "error", "critical"]))
     empty = readings.clear()
     if unread.is_empty():
@@ -213,18 +220,21 @@ def _unwrapped(events: pl.LazyFrame | pl.DataFrame, p: pl.DataFrame, readings: p
     nxt = (events.lazy().join(unread.select(keys).unique().lazy(), on=keys, how="semi")
            .select(*keys, "line", "message").sort(*keys, "line").with_columns(after).drop("message")
            .unique([*keys, "line"], keep="first").collect())  # fmt: skip
-    rows = unread.select("_i", *keys, "line", "message").join(nxt, on=[*keys, "line"], how="left")
+    rows = unread.select("_i", "_before", *keys, "line", "message").join(nxt, on=[*keys, "line"], how="left")
     tail = pl.concat_str([f"_m{k}" for k in range(1, WRAPPED + 1)], separator=" ", ignore_nulls=True)
     whole = pl.concat_str([pl.col("message"), tail], separator=" ", ignore_nulls=True)
     rows = rows.with_columns(whole=whole, tail=tail)
     whole = messages.frame(catalog, rows.get_column("whole"))
-    alone = messages.frame(catalog, rows.get_column("tail")).select("i", _alone="catalog")
-    own = whole.join(alone, on="i", how="left").filter(
-        pl.col("_alone").is_null() | (pl.col("_alone") != pl.col("catalog")))
+    alone = messages.frame(catalog, rows.get_column("tail")).select("i", _alone="catalog", _alone_cause="cat_cause")
+    before = rows.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("i"), "_before")
+    own = whole.join(alone, on="i", how="left").join(before, on="i", how="left").filter(
+        (pl.col("_alone").is_null() | (pl.col("_alone") != pl.col("catalog"))
+         | (pl.col("_alone_cause") != pl.col("cat_cause")))
+        & (pl.col("_before").is_null() | (pl.col("cat_weight") > pl.col("_before"))))  # fmt: skip
     if own.is_empty():
         return empty
     ids = rows.get_column("_i").gather(own.get_column("i"))
-    return own.drop("i", "_alone").with_columns(_i=ids.cast(pl.UInt32)).select(empty.columns)
+    return own.drop("i", "_alone", "_alone_cause", "_before").with_columns(_i=ids.cast(pl.UInt32)).select(empty.columns)
 
 
 #: Kinds a catalog's reading replaces: what a source calls a line it knows only as `other`, a bare traceback
