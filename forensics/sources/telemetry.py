@@ -323,34 +323,31 @@ class CarriedDerive:
 
     def __init__(self, ts_from: str | None) -> None:
         self.ts_from = ts_from
-        self.context: pa.Table | None = None
+        self.context: pl.DataFrame | None = None
         wanted = derive.rules()
-        self.metrics = sorted({r["metric"] for r in wanted} | {r[k] for r in wanted for k in ("peer", "and_metric") if k in r})
+        self.metrics = derive.metrics()
         self.last = 1 + max([r.get("window", 1) for r in wanted] or [1])
         self.seconds = max([r.get("within_s", 0) for r in wanted] or [0])
 
     def events(self, samples: pa.Table) -> pl.DataFrame:
         """The events of ``samples`` (a chunk's, numbered in the file) not derived from an earlier chunk."""
-        watched = samples.filter(pc.is_in(samples.column("metric"), value_set=pa.array(self.metrics)))
-        both = pa.concat_tables([self.context, watched]) if self.context is not None and self.context.num_rows else watched
+        watched = derive.watched(samples, self.metrics)
+        carried = self.context is not None and self.context.height > 0
+        both = pl.concat([self.context, watched]) if carried else watched  # type: ignore[list-item]
         found = derive.events(both, ts_from=self.ts_from)
-        if self.context is not None and self.context.num_rows:
-            found = found.filter(pl.col("line") > pc.max(self.context.column("line")).as_py())
+        if carried:
+            found = found.filter(pl.col("line") > self.context.get_column("line").max())  # type: ignore[union-attr]
         self.context = self._tail(both)
         return found
 
-    def _tail(self, table: pa.Table) -> pa.Table:
-        if table.num_rows == 0:
-            return table
-        frame = pl.from_arrow(table.select(["line", "ts", "gpu", "device", "metric"]))
-        assert isinstance(frame, pl.DataFrame)
+    def _tail(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``frame`` (in line order) the rules may still look back at from the next chunk."""
+        if frame.height == 0:
+            return frame
         by = [pl.coalesce("gpu", "device"), pl.col("metric")]
-        frame = frame.with_row_index("row").sort("line", maintain_order=True)
         back = pl.int_range(pl.len()).reverse().over(by)  # 0 for a series' last reading
         recent = (pl.col("ts") >= (pl.col("ts").max() - pl.duration(seconds=self.seconds)).over(by)).fill_null(False)
-        keep = frame.select("row", keep=(back < self.last) | recent & (back < CARRIED_READINGS)) \
-            .filter("keep").get_column("row").sort()  # fmt: skip
-        return table.take(pa.array(keep.to_numpy()))
+        return frame.filter((back < self.last) | recent & (back < CARRIED_READINGS))
 
 
 def iter_series(read: Callable[[int], bytes], parse_chunk: Callable[[bytes], SourceResult], *, source: str,
