@@ -135,7 +135,7 @@ def _chunk(data: bytes, first: int, columns: str | None, *, quoted: bool, timezo
         columns=pl.col("names").forward_fill().fill_null(pl.lit(columns, pl.String))).drop("names")  # fmt: skip
     last = df.get_column("columns")[-1] if df.height else columns
     body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
-    body = body.with_columns(norm=pl.col("text").str.replace_all(r"[ \t\r\f\v]+", " ").str.strip_chars())  # (ASCII: cheaper)
+    body = body.with_columns(norm=telemetry.single_spaced(body.get_column("text")))
     parts, used = [], []
     for (names_text,) in body.select("columns").unique(maintain_order=True).iter_rows():
         names = names_text.split(" ")
@@ -181,11 +181,18 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     times = stamped.select(pl.col("stamp").unique()).with_columns(ts=ts)
     base = stamped.join(times, on="stamp", how="left", nulls_equal=True, maintain_order="left").with_columns(
         device=token(at["gpu"]))  # fmt: skip
-    known = columns()["dmon"]
-    parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
-                         value=token(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
-             for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
-    return pl.concat(parts).select(list(telemetry.READINGS)).cast(telemetry.READINGS) if parts else pl.DataFrame(schema=telemetry.READINGS)  # type: ignore[arg-type]
+    # every mapped column cast at once and stacked (column after column, as the rows of one metric each)
+    mapped = {f"field_{i}": hit for name, i in at.items() if (hit := columns()["dmon"].get(name))}
+    if not mapped:
+        return pl.DataFrame(schema=telemetry.READINGS)
+    wide = base.select("line", "ts", "device", *[pl.col(c).cast(pl.Float64, strict=False) for c in mapped])
+    long = wide.unpivot(list(mapped), index=["line", "ts", "device"], variable_name="field")
+    # the metric and unit of each stacked column, repeated (cheaper than mapping the column's name per row)
+    def repeated(k: int) -> pl.Series:
+        return pl.concat([pl.repeat(hit[k], wide.height, dtype=pl.String, eager=True) for hit in mapped.values()])
+
+    return long.select("line", "ts", gpu=pl.lit(None, pl.String), device="device", metric=repeated(0), value="value",
+                       unit=repeated(1))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------- --query-gpu loops
