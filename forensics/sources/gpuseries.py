@@ -202,24 +202,53 @@ def query_samples(records: list[dict[str, Any]], *, source: str, file: str, inci
                   timezone: str | None) -> pa.Table:  # fmt: skip
     """``samples`` of ``--query-gpu`` rows (field name → printed value, and ``line``; nvsmi's reading of the
     CSV): every field :func:`columns` maps, for the GPU the row names (``pci.bus_id``, else ``index``, else
-    its UUID as the device)."""
+    its UUID as the device), in the row's order of fields. Read as frames, one per header (a loop prints a
+    few): a value is read as :func:`_value` reads it."""
     known = columns()["query"]
-    out: list[dict[str, Any]] = []
+    by_header: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in records:
-        bus = canonical_bdf(r.get("pci.bus_id") or r.get("gpu_bus_id"))
-        device = r.get("index") or r.get("uuid") or r.get("gpu_uuid")
-        for name, printed in r.items():
-            if (hit := known.get(name)) is not None and (value := _value(printed)) is not None:
-                out.append({"line": r["line"], "stamp": r.get("timestamp"), "gpu": bus, "device": device,
-                            "metric": hit[0], "value": value, "unit": hit[1]})  # fmt: skip
-    if not out:
+        by_header.setdefault(tuple(r), []).append(r)
+    parts = []
+    for names, rows in by_header.items():
+        mapped = [name for name in names if name in known]
+        if not mapped:
+            continue
+        frame = pl.DataFrame({name: [r[name] for r in rows] for name in names},
+                             schema={name: pl.Int64 if name == "line" else pl.String for name in names})  # fmt: skip
+        bus, device = (_first_printed(names, "pci.bus_id", "gpu_bus_id"), _first_printed(names, "index", "uuid", "gpu_uuid"))
+        stamp = pl.col("timestamp") if "timestamp" in names else pl.lit(None, pl.String)
+        wide = frame.select("line", stamp=stamp, bus=bus, device=device,
+                            **{f"v{i}": _value_expr(pl.col(name)) for i, name in enumerate(mapped)})  # fmt: skip
+        long = wide.unpivot([f"v{i}" for i in range(len(mapped))], index=["line", "stamp", "bus", "device"],
+                            variable_name="k").drop_nulls("value")  # fmt: skip
+        order = pl.col("k").str.slice(1).cast(pl.Int32)
+        parts.append(long.with_columns(
+            order=order, metric=order.replace_strict(dict(enumerate(known[n][0] for n in mapped)), return_dtype=pl.String),
+            unit=order.replace_strict(dict(enumerate(known[n][1] for n in mapped)), return_dtype=pl.String)).drop("k"))  # fmt: skip
+    if not parts:
         return SAMPLES.empty_table()
-    frame = pl.DataFrame(out, schema={"line": pl.Int64, "stamp": pl.String, "gpu": pl.String, "device": pl.String,
-                                      "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
+    frame = pl.concat(parts).sort("line", "order")
+    buses = frame.get_column("bus").drop_nulls().unique().to_list()
+    frame = frame.with_columns(gpu=pl.col("bus").replace_strict({b: canonical_bdf(b) for b in buses}, default=None,
+                                                                  return_dtype=pl.String))  # fmt: skip
     iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
     ts, _ = telemetry.wall_clock(iso, timezone)
     readings = frame.with_columns(ts=ts).select(list(telemetry.READINGS))
     return telemetry.samples_table(readings, source=source, file=file, incident=incident, host=host)
+
+
+def _first_printed(names: tuple[str, ...], *fields: str) -> pl.Expr:
+    """The first of ``fields`` a row prints (an empty cell is none)."""
+    printed = [pl.when(pl.col(f) != "").then(pl.col(f)) for f in fields if f in names]
+    return pl.coalesce(printed) if printed else pl.lit(None, pl.String)
+
+
+def _value_expr(printed: pl.Expr) -> pl.Expr:
+    """:func:`_value` of a column."""
+    text = printed.str.strip_chars()
+    hexadecimal = text.str.contains(r"^0x[0-9a-fA-F]+$")
+    return (pl.when(hexadecimal).then(text.str.slice(2).str.to_integer(base=16, dtype=pl.UInt64, strict=False).cast(pl.Float64))
+            .otherwise(text.str.extract(r"^(-?[0-9]+(?:\.[0-9]+)?)(?:\s*\S+)?$", 1).cast(pl.Float64, strict=False)))  # fmt: skip
 
 
 def _value(printed: Any) -> float | None:
