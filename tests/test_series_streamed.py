@@ -85,3 +85,28 @@ def test_iter_parse_path_streams_a_series_with_its_samples(source: str, tmp_path
     samples = [r for p in pieces for r in p.samples.to_pylist()]
     assert _sorted(samples) == _sorted(whole.samples.to_pylist())
     assert pieces[-1].files.to_pylist()[0]["lines"] == whole.files.to_pylist()[0]["lines"]
+
+
+def test_ingest_of_a_big_series_keeps_its_chunks_samples_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A series over ``archive.STREAM_BYTES`` is ingested chunk by chunk: its samples are those of the file
+    ingested whole, row for row, and stay in one piece per chunk (never joined in memory)."""
+    import functools
+
+    from forensics.ingest import archive
+    from forensics.ingest.discover import IncidentRef
+    from forensics.ingest.incident import read_incident
+
+    case = next(p for p in SERIES if p.parent.name == "gpuseries")
+    (tmp_path / "node1").mkdir()
+    (tmp_path / "node1" / "dmon.log").write_bytes(case.read_bytes() * 40)
+    ref = IncidentRef("big", tmp_path)
+    whole = read_incident(ref)
+    monkeypatch.setattr(archive, "STREAM_BYTES", 4096)
+    monkeypatch.setattr(gpuseries, "iter_parse", functools.partial(gpuseries.iter_parse, chunk_bytes=1024))
+    streamed = read_incident(ref)
+    assert streamed.samples.num_rows == whole.samples.num_rows > 0
+    assert _sorted(streamed.samples.to_pylist()) == _sorted(whole.samples.to_pylist())
+    assert streamed.samples.column("line").num_chunks > 3  # (a piece per chunk)
+    keys = ("line", "kind", "gpu", "message", "detail")
+    assert _sorted([{k: r[k] for k in keys} for r in streamed.events.to_pylist()]) == \
+        _sorted([{k: r[k] for k in keys} for r in whole.events.to_pylist()])  # fmt: skip

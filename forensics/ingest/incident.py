@@ -82,6 +82,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     gpus: list[pa.Table] = []
     metrics: list[pa.Table] = []
     samples: list[pa.Table] = []
+    pieces: list[pa.Table] = []  # the samples of a big file's chunks, each aligned and stored on its own
     files: list[dict[str, Any]] = []
     container_hosts: dict[str, str] = {}
     facts: list[dict[str, Any]] = []
@@ -109,7 +110,7 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
             files.append(_file_row(m.path, None, max(m.nbytes, 0), lines, 0, 0, m.error, None, item, None))
             continue
         if m.fs_path is not None:  # a big file: read in chunks, its records of interest (memory stays bounded)
-            parsed = _streamed(m.fs_path, m.path)
+            parsed, chunks = _streamed(m.fs_path, m.path)
         else:  # (every record: the clocks of an incident's files are aligned on lines of no interest too)
             parsed = parse_bytes(m.data, file=m.path, all_lines=True)
         row = parsed.files.to_pylist()[0]
@@ -120,7 +121,10 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         events.append(shift_lines(parsed.events, shift))
         gpus.append(shift_lines(parsed.gpus, shift))
         metrics.append(shift_lines(parsed.metrics, shift))
-        samples.append(shift_lines(parsed.samples, shift))
+        if m.fs_path is not None:  # (a streamed file's samples are its chunks', never joined)
+            pieces += [shift_lines(chunk, shift) for chunk in chunks]
+        else:
+            samples.append(shift_lines(parsed.samples, shift))
     for f in files:  # a sosreport without a hostname file: the host in its folder's name
         container = f["container"]
         if container is not None and container not in container_hosts and not container.endswith((".log", ".gz")):
@@ -132,9 +136,8 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = _frame(events, EVENTS)
     gp = _frame(gpus, GPUS)
     mt = _frame(metrics, METRICS)
-    sm = _frame(samples, SAMPLES)
     if strip:
-        ev, gp, mt, sm, files_df = (_strip(df, strip) for df in (ev, gp, mt, sm, files_df))
+        ev, gp, mt, files_df = (_strip(df, strip) for df in (ev, gp, mt, files_df))
         files_df = files_df.with_columns(pl.col("container").str.strip_prefix(strip))
         container_hosts = {k.removeprefix(strip): v for k, v in container_hosts.items()}
         facts = [{**f, "file": f["file"].removeprefix(strip)} for f in facts]
@@ -145,7 +148,6 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     file_host = dict(files_df.select("file", "host").iter_rows())
     gp = gp.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
     mt = mt.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
-    sm = sm.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
     facts = [{**f, "host": file_host.get(f["file"])} for f in facts]
     timezone = config.get("timezone")
     ev = align.apply_timezone(ev, timezone)
@@ -157,13 +159,23 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
     ev = align.twin_times(ev)
     ids = align.identities(incident_id, ev, gp, facts)
     ev = align.fill_identities(ev, ids)
-    sm = align.align_samples(sm, ids, timezone=timezone, local_sources=sources.LOCAL_TIME,
-                             index_sources=sources.GPU_INDEX)  # fmt: skip
-    ev = align.series_gpus(ev, sm)
+    # the samples of the small files at once, then each chunk of a big file's series on its own, let go once
+    # stored (its pieces never joined: a 100 MB dmon holds 7.5 M rows, and each step below copies them)
+    stored: list[pa.Table] = []
+    part: pl.DataFrame | None = _frame(samples, SAMPLES)
+    while part is not None:
+        if strip:
+            part = _strip(part, strip)
+        part = part.with_columns(host=pl.coalesce("host", pl.col("file").replace_strict(file_host, default=None)))
+        part = align.align_samples(part, ids, timezone=timezone, local_sources=sources.LOCAL_TIME,
+                                   index_sources=sources.GPU_INDEX)  # fmt: skip
+        ev = align.series_gpus(ev, part)
+        if part.height:
+            stored.append(to_schema(part.with_columns(incident=pl.lit(incident_id)), SAMPLES))
+        part = pl.from_arrow(pieces.pop(0)) if pieces else None  # type: ignore[assignment]
     ev = ev.with_columns(incident=pl.lit(incident_id))
     gp = gp.with_columns(incident=pl.lit(incident_id))
     mt = mt.with_columns(incident=pl.lit(incident_id))
-    sm = sm.with_columns(incident=pl.lit(incident_id))
     files_df = files_df.with_columns(incident=pl.lit(incident_id))
     labels = {k: v for k, v in config.items() if k != "id"}
     if config_error:
@@ -183,13 +195,14 @@ def read_incident(ref: IncidentRef, *, limits: Limits | None = None) -> Incident
         files=to_schema(files_df, FILES),
         identities=to_schema(ids, IDENTITIES),
         incidents=incidents,
-        samples=to_schema(sm, SAMPLES),
+        samples=pa.concat_tables(stored) if stored else SAMPLES.empty_table(),
     )
 
 
-def _streamed(fs_path: str, name: str) -> Parsed:
+def _streamed(fs_path: str, name: str) -> tuple[Parsed, list[pa.Table]]:
     """The rows of a big file on disk read in chunks (:func:`~forensics.parse.iter_parse_path`), one
-    chunk held at a time besides the rows kept."""
+    chunk held at a time besides the rows kept, and the ``samples`` of each chunk apart (a series' millions
+    of rows, aligned and stored chunk by chunk)."""
     pieces = list(iter_parse_path(fs_path, name=name))
     last = pieces[-1]
 
@@ -199,7 +212,7 @@ def _streamed(fs_path: str, name: str) -> Parsed:
 
     return Parsed(events=joined([p.events for p in pieces], EVENTS), files=last.files, source=last.source,
                   gpus=joined([p.gpus for p in pieces], GPUS), metrics=joined([p.metrics for p in pieces], METRICS),
-                  confidence=last.confidence, samples=joined([p.samples for p in pieces], SAMPLES))  # fmt: skip
+                  confidence=last.confidence), [p.samples for p in pieces if p.samples.num_rows]  # fmt: skip
 
 
 _FILE_COLUMNS = {

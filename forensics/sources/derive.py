@@ -24,7 +24,6 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 _TS = pl.Datetime("us", "UTC")
 _OUT = {"line": pl.Int64, "ts": _TS, "gpu": pl.String, "kind": pl.String, "severity": pl.String,
@@ -39,25 +38,50 @@ def rules() -> list[dict[str, Any]]:
             for rule in data["rule"] for metric in rule.get("metrics", [rule.get("metric")])]  # fmt: skip
 
 
-def events(samples: pa.Table, *, skip: frozenset[str] = frozenset(), ts_from: str | None = None) -> pl.DataFrame:
-    """The events the rules derive from ``samples`` (one file's), except those of the kinds in ``skip`` (a
-    source that derives them itself). ``ts_from`` is said in the detail of the events with a time: a wall
-    clock read as UTC for want of a zone (``assumed``) is re-read in the incident's zone by ingest, as the
-    samples are."""
-    if samples.num_rows == 0:
-        return pl.DataFrame(schema=_OUT)
+def events(samples: pa.Table | pl.DataFrame, *, skip: frozenset[str] = frozenset(), ts_from: str | None = None) -> pl.DataFrame:
+    """The events the rules derive from ``samples`` (one file's: the ``samples`` table, or a frame with its
+    columns ``file``, ``line``, ``ts``, ``gpu``, ``device``, ``metric``, ``value``), except those of the kinds
+    in ``skip`` (a source that derives them itself). ``ts_from`` is said in the detail of the events with a
+    time: a wall clock read as UTC for want of a zone (``assumed``) is re-read in the incident's zone by
+    ingest, as the samples are."""
     wanted = [r for r in rules() if r["kind"] not in skip]
-    metrics = {r["metric"] for r in wanted} | {r[k] for r in wanted for k in ("peer", "and_metric") if k in r}
-    wanted_rows = pc.is_in(samples.column("metric"), value_set=pa.array(sorted(metrics)))
-    frame = pl.from_arrow(samples.filter(wanted_rows).select(["file", "line", "ts", "gpu", "device", "metric", "value"]))
-    assert isinstance(frame, pl.DataFrame)
-    # a GPU's readings by an integer key (windows over strings hash every row); one sorted series per metric,
-    # shared by the rules that read it
+    frame = watched(samples, _read(wanted))
+    if frame.height == 0:
+        return pl.DataFrame(schema=_OUT)
+    # a GPU's readings by an integer key (windows over strings hash every row); one series per metric sorted by
+    # key and line (one integer sort: a sort by two columns costs several), shared by the rules that read it
     frame = frame.with_columns(key=pl.coalesce("gpu", "device").fill_null("").cast(pl.Categorical).to_physical())
-    by_metric = {str(m): part.sort("key", "line") for (m,), part in frame.group_by("metric")}
+    order = pl.col("key").cast(pl.Int64) * (1 << 40) + pl.col("line")
+    by_metric = {str(m): part.sort(order) for (m,), part in frame.partition_by("metric", as_dict=True).items()}
     found = [_apply(rule, by_metric, ts_from) for rule in wanted if rule["metric"] in by_metric]
     found = [f for f in found if f.height]
     return pl.concat(found).sort("line", "kind") if found else pl.DataFrame(schema=_OUT)
+
+
+def metrics() -> list[str]:
+    """The metrics the rules read (a rule's own, its ``peer``'s and its ``and_metric``'s)."""
+    return _read(rules())
+
+
+def _read(wanted: list[dict[str, Any]]) -> list[str]:
+    return sorted({r["metric"] for r in wanted} | {r[k] for r in wanted for k in ("peer", "and_metric") if k in r})
+
+
+_COLUMNS = {"file": pl.String, "line": pl.Int64, "ts": _TS, "gpu": pl.String, "device": pl.String, "metric": pl.String,
+            "value": pl.Float64}  # fmt: skip
+
+
+def watched(samples: pa.Table | pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """The rows of ``samples`` of the metrics ``names``, with the columns the rules use (filtered as a frame: a
+    filter of the Arrow table copies every string column)."""
+    if isinstance(samples, pa.Table):
+        if samples.num_rows == 0:
+            return pl.DataFrame(schema=_COLUMNS)
+        frame = pl.from_arrow(samples.select(list(_COLUMNS)))
+        assert isinstance(frame, pl.DataFrame)
+    else:
+        frame = samples.select(list(_COLUMNS))
+    return frame.filter(pl.col("metric").is_in(names))
 
 
 def _apply(rule: dict[str, Any], by_metric: dict[str, pl.DataFrame], ts_from: str | None) -> pl.DataFrame:
@@ -116,11 +140,18 @@ def _collapse(s: pl.DataFrame, rule: dict[str, Any]) -> pl.DataFrame:
     start = pl.when((key != key.shift(1)).fill_null(True)).then(index).forward_fill()
     s = s.with_columns(place=index - start, first_line=pl.when((key != key.shift(1)).fill_null(True)).then(line).forward_fill())
     place = pl.col("place")
-    median = pl.when(place >= window).then(v.shift(1).rolling_median(window, min_samples=window))
-    for k in range(least, window):
-        median = median.when(place == k).then(v.shift(1).rolling_median(k, min_samples=k))
+    before = s.select(pl.when(place >= window).then(v.shift(1).rolling_median(window, min_samples=window))).to_series()
+    # the first readings of each key (a few per key) read on their own: a rolling median per width over the
+    # whole column costs one pass each (their predecessors are first readings too, so the frame holds them)
+    head = s.with_row_index("row").filter(place < window)
+    if head.height and window > least:
+        median = pl.when(place == least).then(v.shift(1).rolling_median(least, min_samples=least))
+        for k in range(least + 1, window):
+            median = median.when(place == k).then(v.shift(1).rolling_median(k, min_samples=k))
+        head = head.select("row", median.alias("before"))
+        before = before.scatter(head.get_column("row"), head.get_column("before"))
     first = pl.when(place >= window).then(line.shift(window)).otherwise(pl.col("first_line"))
-    s = s.with_columns(before=median).with_columns(first_line=first)
+    s = s.with_columns(before=before.alias("before")).with_columns(first_line=first)
     return s.with_columns(hit=(pl.col("before") >= rule["from_at_least"]) & (v <= pl.col("before") * rule["fraction"]))
 
 

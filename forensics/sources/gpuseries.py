@@ -135,7 +135,7 @@ def _chunk(data: bytes, first: int, columns: str | None, *, quoted: bool, timezo
         columns=pl.col("names").forward_fill().fill_null(pl.lit(columns, pl.String))).drop("names")  # fmt: skip
     last = df.get_column("columns")[-1] if df.height else columns
     body = df.filter(~pl.col("header") & pl.col("columns").is_not_null() & ~pl.col("text").str.contains(r"^\s*#"))
-    body = body.with_columns(norm=pl.col("text").str.replace_all(r"[ \t\r\f\v]+", " ").str.strip_chars())  # (ASCII: cheaper)
+    body = body.with_columns(norm=telemetry.single_spaced(body.get_column("text")))
     parts, used = [], []
     for (names_text,) in body.select("columns").unique(maintain_order=True).iter_rows():
         names = names_text.split(" ")
@@ -181,11 +181,18 @@ def _dmon_block(rows: pl.DataFrame, names: list[str], *, timezone: str | None) -
     times = stamped.select(pl.col("stamp").unique()).with_columns(ts=ts)
     base = stamped.join(times, on="stamp", how="left", nulls_equal=True, maintain_order="left").with_columns(
         device=token(at["gpu"]))  # fmt: skip
-    known = columns()["dmon"]
-    parts = [base.select("line", "ts", "device", gpu=pl.lit(None, pl.String), metric=pl.lit(metric),
-                         value=token(i).cast(pl.Float64, strict=False), unit=pl.lit(unit))
-             for name, i in at.items() if (hit := known.get(name)) for metric, unit in [hit]]  # fmt: skip
-    return pl.concat(parts).select(list(telemetry.READINGS)).cast(telemetry.READINGS) if parts else pl.DataFrame(schema=telemetry.READINGS)  # type: ignore[arg-type]
+    # every mapped column cast at once and stacked (column after column, as the rows of one metric each)
+    mapped = {f"field_{i}": hit for name, i in at.items() if (hit := columns()["dmon"].get(name))}
+    if not mapped:
+        return pl.DataFrame(schema=telemetry.READINGS)
+    wide = base.select("line", "ts", "device", *[pl.col(c).cast(pl.Float64, strict=False) for c in mapped])
+    long = wide.unpivot(list(mapped), index=["line", "ts", "device"], variable_name="field")
+    # the metric and unit of each stacked column, repeated (cheaper than mapping the column's name per row)
+    def repeated(k: int) -> pl.Series:
+        return pl.concat([pl.repeat(hit[k], wide.height, dtype=pl.String, eager=True) for hit in mapped.values()])
+
+    return long.select("line", "ts", gpu=pl.lit(None, pl.String), device="device", metric=repeated(0), value="value",
+                       unit=repeated(1))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------- --query-gpu loops
@@ -195,24 +202,53 @@ def query_samples(records: list[dict[str, Any]], *, source: str, file: str, inci
                   timezone: str | None) -> pa.Table:  # fmt: skip
     """``samples`` of ``--query-gpu`` rows (field name → printed value, and ``line``; nvsmi's reading of the
     CSV): every field :func:`columns` maps, for the GPU the row names (``pci.bus_id``, else ``index``, else
-    its UUID as the device)."""
+    its UUID as the device), in the row's order of fields. Read as frames, one per header (a loop prints a
+    few): a value is read as :func:`_value` reads it."""
     known = columns()["query"]
-    out: list[dict[str, Any]] = []
+    by_header: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in records:
-        bus = canonical_bdf(r.get("pci.bus_id") or r.get("gpu_bus_id"))
-        device = r.get("index") or r.get("uuid") or r.get("gpu_uuid")
-        for name, printed in r.items():
-            if (hit := known.get(name)) is not None and (value := _value(printed)) is not None:
-                out.append({"line": r["line"], "stamp": r.get("timestamp"), "gpu": bus, "device": device,
-                            "metric": hit[0], "value": value, "unit": hit[1]})  # fmt: skip
-    if not out:
+        by_header.setdefault(tuple(r), []).append(r)
+    parts = []
+    for names, rows in by_header.items():
+        mapped = [name for name in names if name in known]
+        if not mapped:
+            continue
+        frame = pl.DataFrame({name: [r[name] for r in rows] for name in names},
+                             schema={name: pl.Int64 if name == "line" else pl.String for name in names})  # fmt: skip
+        bus, device = (_first_printed(names, "pci.bus_id", "gpu_bus_id"), _first_printed(names, "index", "uuid", "gpu_uuid"))
+        stamp = pl.col("timestamp") if "timestamp" in names else pl.lit(None, pl.String)
+        wide = frame.select("line", stamp=stamp, bus=bus, device=device,
+                            **{f"v{i}": _value_expr(pl.col(name)) for i, name in enumerate(mapped)})  # fmt: skip
+        long = wide.unpivot([f"v{i}" for i in range(len(mapped))], index=["line", "stamp", "bus", "device"],
+                            variable_name="k").drop_nulls("value")  # fmt: skip
+        order = pl.col("k").str.slice(1).cast(pl.Int32)
+        parts.append(long.with_columns(
+            order=order, metric=order.replace_strict(dict(enumerate(known[n][0] for n in mapped)), return_dtype=pl.String),
+            unit=order.replace_strict(dict(enumerate(known[n][1] for n in mapped)), return_dtype=pl.String)).drop("k"))  # fmt: skip
+    if not parts:
         return SAMPLES.empty_table()
-    frame = pl.DataFrame(out, schema={"line": pl.Int64, "stamp": pl.String, "gpu": pl.String, "device": pl.String,
-                                      "metric": pl.String, "value": pl.Float64, "unit": pl.String})  # fmt: skip
+    frame = pl.concat(parts).sort("line", "order")
+    buses = frame.get_column("bus").drop_nulls().unique().to_list()
+    frame = frame.with_columns(gpu=pl.col("bus").replace_strict({b: canonical_bdf(b) for b in buses}, default=None,
+                                                                  return_dtype=pl.String))  # fmt: skip
     iso = pl.col("stamp").str.replace_all("/", "-").str.replace(" ", "T")
     ts, _ = telemetry.wall_clock(iso, timezone)
     readings = frame.with_columns(ts=ts).select(list(telemetry.READINGS))
     return telemetry.samples_table(readings, source=source, file=file, incident=incident, host=host)
+
+
+def _first_printed(names: tuple[str, ...], *fields: str) -> pl.Expr:
+    """The first of ``fields`` a row prints (an empty cell is none)."""
+    printed = [pl.when(pl.col(f) != "").then(pl.col(f)) for f in fields if f in names]
+    return pl.coalesce(printed) if printed else pl.lit(None, pl.String)
+
+
+def _value_expr(printed: pl.Expr) -> pl.Expr:
+    """:func:`_value` of a column."""
+    text = printed.str.strip_chars()
+    hexadecimal = text.str.contains(r"^0x[0-9a-fA-F]+$")
+    return (pl.when(hexadecimal).then(text.str.slice(2).str.to_integer(base=16, dtype=pl.UInt64, strict=False).cast(pl.Float64))
+            .otherwise(text.str.extract(r"^(-?[0-9]+(?:\.[0-9]+)?)(?:\s*\S+)?$", 1).cast(pl.Float64, strict=False)))  # fmt: skip
 
 
 def _value(printed: Any) -> float | None:
