@@ -277,9 +277,10 @@ def _check(data: bytes) -> None:
     interest = joblog.parse(data, file="x", chunk_bytes=1024)
     assert (interest.records, interest.lines, interest.unparsed) == (result.records, result.lines, result.unparsed)
     every, kept = result.events.to_pylist(), interest.events.to_pylist()
-    at = {(r["line"], r["source"], r["kind"]) for r in kept}
-    assert kept == [r for r in every if (r["line"], r["source"], r["kind"]) in at]
-    assert {r["kind"] for r in every if (r["line"], r["source"], r["kind"]) not in at} <= {"other", "train.step"}
+    # a record is known by its line, source, kind and message (records a bare CR separates share a line number)
+    at = {(r["line"], r["source"], r["kind"], r["message"]) for r in kept}
+    assert kept == [r for r in every if (r["line"], r["source"], r["kind"], r["message"]) in at]
+    assert {r["kind"] for r in every if (r["line"], r["source"], r["kind"], r["message"]) not in at} <= {"other", "train.step"}
     df = pl.from_arrow(result.events)
     logical = prefix.lines_frame(split_lines(data)[0]).height if data else 0
     derived = df.get_column("detail").map_elements(lambda d: bool(json.loads(d).get("derived")), return_dtype=pl.Boolean)
