@@ -289,9 +289,10 @@ print(json.dumps({"seconds": elapsed, "rows": rows, "rss_mb": use.ru_maxrss / 10
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a measured child: with its bytecode cached, as an installed package has it (pip
     compiles it; without the cache every run compiles the package's ~50 modules again, ~0.3 s of CPU that
-    no user pays), in ``bench/out`` so that the source tree stays clean."""
+    no user pays), in ``bench/out`` so that the source tree stays clean; and importing the package of the
+    tree the bench is in (a worktree's, not the one the environment installed)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPYCACHEPREFIX": str(OUT / "pycache"), **extra}
+    return {**env, "PYTHONPYCACHEPREFIX": str(OUT / "pycache"), "PYTHONPATH": str(HERE.parent), **extra}
 
 
 def child(code: str, path: Path, *args: str, env: dict[str, str] | None = None) -> dict:
