@@ -17,7 +17,6 @@ from typing import Generic, TypeVar
 
 import polars as pl
 
-from .mine.language import duration_us, glob_regex
 from .pci import canonical_bdf
 from .schema import SEVERITIES
 
@@ -34,6 +33,8 @@ class Forensics(Generic[F]):
 
     def kinds(self, *patterns: str) -> F:
         """Rows whose kind matches one of ``patterns`` (names or globs: ``gpu.*``)."""
+        from .mine.language import glob_regex  # (the miners load when a frame uses them, not at import)
+
         return self._frame.filter(pl.col("kind").str.contains(glob_regex(list(patterns))))
 
     def xid(self, *codes: int) -> F:
@@ -68,6 +69,8 @@ class Forensics(Generic[F]):
         from .mine.timeline import parse_time
 
         center = parse_time(when) if isinstance(when, str) else when
+        from .mine.language import duration_us
+
         half = window if isinstance(window, timedelta) else timedelta(microseconds=duration_us(window))
         return self._frame.filter(pl.col("ts").is_between(center - half, center + half))
 

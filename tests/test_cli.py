@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -225,3 +226,33 @@ def test_an_output_file_gets_the_umasks_mode(logs: dict[str, Path], tmp_path: Pa
     finally:
         os.umask(saved)
     assert code == 0 and (tmp_path / f"x.{fmt}").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize(
+    ("fmt", "first"),
+    [
+        ("jsonl", '{"incident":"","host":null,"source":"kernel","file":"nvme.log","line":1,"ts":null,'
+                  '"uptime_s":11457.533097,"kind":"disk.nvme","severity":"error","gpu":null,"rank":null,"pid":null,'
+                  '"code":null,"message":"nvme nvme2: I/O 0 QID 0 timeout, reset controller","detail":{"device": '
+                  '"nvme2", "text": "nvme nvme2: I/O 0 QID 0 timeout, reset controller", "qid": 0, "status": null, '
+                  '"removed": false}}\n'),
+        ("csv", "incident,host,source,file,line,ts,uptime_s,kind,severity,gpu,rank,pid,code,message,detail\n"),
+        ("table", "WHERE           TIME           HOST  KIND       SEVERITY  GPU  CODE  MESSAGE\n"),
+    ],
+)
+def test_closed_pipe(tmp_path: Path, fmt: str, first: str) -> None:
+    """``forensics parse F | head -1``: the first rows come while the file is read, and when the reader
+    closes the pipe the command stops with no traceback and exit status 1 (Python's and click's rule for
+    EPIPE), not after reading the whole file."""
+    import subprocess
+    import sys
+
+    lines = (f"[{11457 + i}.533097] nvme nvme2: I/O {i % 64} QID 0 timeout, reset controller\n" for i in range(40_000))
+    (tmp_path / "nvme.log").write_text("".join(lines))  # 3 MB; its rows are far more than a pipe's buffer
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "parse", "nvme.log", "--format", fmt],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    got = proc.stdout.readline().decode()
+    proc.stdout.close()
+    assert (got, proc.stderr.read(), proc.wait(timeout=120)) == (first, b"", 1)

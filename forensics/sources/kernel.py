@@ -971,6 +971,8 @@ def _collected(lines: pl.Series, env: pl.DataFrame) -> bool:
     """Whether the lines come from a collector that put each node's name before them (pdsh, clush): a share of
     the lines (:data:`.prefix.PDSH_SHARE`) carry a host prefix that the envelope did not read (Talos' address
     is its own form) and, after it, mostly the stamp of a log line."""
+    if few(lines, SMALL_LINES) and not any(_COLLECTOR_PY.match(x) for x in lines.to_list() if x):
+        return False  # (no line names a host: the usual answer, without a plan for a few lines)
     rest, hosts = strip_collector(lines)
     carried = hosts.is_not_null() & ~env.get_column("stamped").fill_null(False)
     n = int(carried.sum())
@@ -1274,7 +1276,9 @@ def _around(lines: pl.Series, hits: pl.Series, shape: _Shape) -> tuple[pl.Series
             starts[j] = shape.starts(blocks[b][j & 255])
         return starts[j]
 
-    for k in hits.arg_true().to_list():
+    # (a few lines' hits found in Python: arg_true is a plan)
+    at = [k for k, hit in enumerate(hits.to_list()) if hit] if n <= SMALL_LINES else hits.arg_true().to_list()
+    for k in at:
         if k < done:
             continue
         j = k
