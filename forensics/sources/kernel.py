@@ -1133,8 +1133,9 @@ def parse_text(
         else:
             year = _year_from_stamps(heads)
             yearless = bool(heads.get_column("stamp_kind").is_in(["syslog", "human"]).any())
-        if yearless:
-            # a year-less stamp read takes its year from the stamps of every line, of interest or not
+        if yearless or (year is None and jobs is not None):
+            # a year-less stamp read (the kernel's, or a job's glog stamp `E0321 02:07:08`) takes its year from
+            # the stamps of every line, of interest or not
             if few(every, SMALL_LINES):
                 dated = pl.Series([x for x in every.to_list() if x is not None and _PRINTED_YEAR.search(x)], dtype=pl.String)
             else:
